@@ -1,0 +1,1 @@
+"""Pure detection logic: alert model and one module a detector. No I/O."""

@@ -1,0 +1,1 @@
+"""Processes and I/O of moltscope: config, CLI, API, sources, webhooks, stores."""

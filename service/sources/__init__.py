@@ -1,0 +1,1 @@
+"""Sources: crawler, archive readers, simulator, and the normaliser to canonical events."""

@@ -1,0 +1,1 @@
+"""Streaming side of moltscope: canonical events, incremental state engines, Faust app."""
