@@ -1,0 +1,1 @@
+"""The FastAPI app: routers by resource, dependencies for the Redis store and auth."""

@@ -1,0 +1,68 @@
+"""Settings: the one place for ports, URLs, windows and thresholds.
+
+Every field is read from the environment as ``MOLTSCOPE_<FIELD>`` (upper case); nested groups
+use ``__``, e.g. ``MOLTSCOPE_KAFKA_URL=kafka://broker:9092`` or
+``MOLTSCOPE_CRAWLER__REQUESTS_PER_MINUTE=30``.
+
+>>> Settings(kafka_url="kafka://10.0.0.1:9092").kafka_bootstrap
+'10.0.0.1:9092'
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class EmbeddedSettings(BaseModel):
+    """The embedded stack that ``moltscope up`` starts on loopback."""
+
+    enabled: bool = Field(True, description="Start Tansu and Redis ourselves")
+    kafka_port: int = 19092
+    redis_port: int = 16379
+    data_dir: Path = Path("var")
+
+
+class CrawlerSettings(BaseModel):
+    base_url: str = "https://www.moltbook.com/api/v1"
+    api_key: SecretStr | None = None
+    requests_per_minute: float = 60.0
+    page_limit: int = 50
+    timeout_s: float = 30.0
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MOLTSCOPE_", env_nested_delimiter="__")
+
+    kafka_url: str = "kafka://127.0.0.1:19092"
+    redis_url: str = "redis://127.0.0.1:16379/0"
+    topic_prefix: str = "moltscope"
+    partitions: int = Field(4, description="Partitions of the keyed topics (events, embedded)")
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    api_token: SecretStr | None = Field(None, description="Bearer token for write endpoints")
+    web_port: int = Field(6066, description="Faust worker's own web port")
+    # Tansu holds a group join for half the session timeout: keep it short.
+    broker_session_timeout_s: float = 6.0
+    broker_heartbeat_interval_s: float = 1.0
+    snapshot_interval_s: float = Field(1.0, description="How often state is published to Redis")
+    series_points: int = Field(1440, description="Recent points kept per metric series")
+    dedup_capacity: int = Field(2_000_000, description="Event ids remembered per partition")
+    max_text_chars: int = Field(100_000, description="Longer texts are dead-lettered")
+    embedded: EmbeddedSettings = EmbeddedSettings()
+    crawler: CrawlerSettings = CrawlerSettings()
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return self.kafka_url.removeprefix("kafka://")
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}-{name}"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

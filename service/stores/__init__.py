@@ -1,0 +1,1 @@
+"""Stores: what moltscope keeps in Redis (metric snapshots, caches, checkpoints, alerts)."""
