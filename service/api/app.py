@@ -1,0 +1,33 @@
+"""The FastAPI app: routers by resource; the Redis client opened once per process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import redis
+from fastapi import FastAPI
+
+from service.api import health, metrics, prometheus
+from service.config import get_settings
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    app.state.redis = redis.Redis.from_url(get_settings().redis_url, socket_timeout=5)
+    try:
+        yield
+    finally:
+        app.state.redis.close()
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="moltscope",
+        summary="Live metrics of an AI-agent society",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    for module in (metrics, health, prometheus):
+        app.include_router(module.router)
+    return app

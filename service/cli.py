@@ -1,0 +1,158 @@
+"""``moltscope``: up | worker | api | replay | simulate | crawl | schema.
+
+Every command reads its settings from ``MOLTSCOPE_*`` environment variables (see
+``service/config.py``); flags override the few that matter per command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from service.config import get_settings
+from streams.events import DeadLetter, Event
+
+log = logging.getLogger("moltscope")
+
+
+def _progress(total: int | None, unit: str, desc: str):  # type: ignore[no-untyped-def]
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=unit, desc=desc, unit_scale=True, file=sys.stderr,
+                disable=None)
+
+
+def _archive_items(paths: list[str], speed: float | None) -> Iterator[Event | DeadLetter]:
+    from service.sources.archive import open_archive, paced
+
+    items: Iterable[Event | DeadLetter] = open_archive(paths)
+    return iter(paced(items, speed)) if speed else iter(items)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from service.stack import Stack
+
+    settings = get_settings()
+    if args.api_port:
+        settings.api_port = args.api_port
+    source = None if args.source == "none" else [args.source, *args.paths]
+    if args.source == "replay" and not args.paths:
+        print("moltscope up --source replay needs archive paths", file=sys.stderr)
+        return 2
+    return Stack(settings, source).run_forever()
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    import faust
+
+    from streams.app import create_app
+
+    app, _ = create_app(get_settings())
+    worker = faust.Worker(app, loglevel=args.loglevel)
+    worker.execute_from_commandline()
+    return 0
+
+
+def cmd_api(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from service.api.app import create_app
+
+    settings = get_settings()
+    uvicorn.run(create_app(), host=settings.api_host, port=args.port or settings.api_port,
+                log_level=args.loglevel)
+    return 0
+
+
+def _publish(items: Iterable[Event | DeadLetter], desc: str) -> int:
+    from service.producer import KafkaSink, ensure_topics
+
+    settings = get_settings()
+    ensure_topics(settings)
+    sink = KafkaSink(settings)
+    bar = _progress(None, "ev", desc)
+    try:
+        for item in items:
+            sink.send(item)
+            bar.update(1)
+    finally:
+        sink.close()
+        bar.close()
+    log.info("published %d events and %d dead letters", sink.sent, sink.dead)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        print(f"no such file or directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    if args.report is None:
+        return _publish(_archive_items(args.paths, args.speed), "replay")
+    from streams.replay import replay
+
+    bar = _progress(None, "rec", "replay")
+    try:
+        result = replay(_archive_items(args.paths, None), progress=bar.update)
+    finally:
+        bar.close()
+    report = result.report()
+    report["input"]["paths"] = args.paths
+    Path(args.report).write_text(json.dumps(report, indent=1, default=str))
+    print(f"{result.pipeline.events} events ({result.duplicates} duplicates, "
+          f"{sum(result.dead_letters.values())} dead letters) -> {args.report}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from streams.events import event_json_schema
+
+    print(json.dumps(event_json_schema(), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="moltscope", description=__doc__.splitlines()[0])
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start the embedded stack: broker, Redis, worker, API, source")
+    up.add_argument("--source", default="simulate",
+                    choices=["simulate", "replay", "crawl", "none"])
+    up.add_argument("--api-port", type=int)
+    up.add_argument("paths", nargs="*", help="archive paths for --source replay")
+    up.set_defaults(func=cmd_up)
+
+    w = sub.add_parser("worker", help="run the Faust worker")
+    w.add_argument("--loglevel", default="info")
+    w.set_defaults(func=cmd_worker)
+
+    a = sub.add_parser("api", help="run the REST API")
+    a.add_argument("--port", type=int)
+    a.add_argument("--loglevel", default="info")
+    a.set_defaults(func=cmd_api)
+
+    r = sub.add_parser("replay", help="replay archives to Kafka, or offline into a report")
+    r.add_argument("paths", nargs="+")
+    r.add_argument("--report", help="run offline (no Kafka) and write this JSON report")
+    r.add_argument("--speed", type=float, help="pace: this many times the original speed")
+    r.set_defaults(func=cmd_replay)
+
+    s = sub.add_parser("schema", help="print the JSON Schema of a canonical event")
+    s.set_defaults(func=cmd_schema)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The embedded supervisor behind ``moltscope up``: broker, Redis, worker, API and a source.
+
+Everything binds 127.0.0.1. Children die with the supervisor (parent-death signal); Ctrl-C
+stops them in reverse order of start. The worker, the API and the source run as separate
+processes that read the same ``MOLTSCOPE_*`` settings, exactly as they would in production
+against an external Kafka and Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from threading import Event
+
+from service.config import Settings
+from service.embedded import ManagedProcess, port_open, redis_server, tansu
+from service.producer import ensure_topics
+
+log = logging.getLogger(__name__)
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "service.cli", *args]
+
+
+class Stack:
+    def __init__(self, settings: Settings, source: Sequence[str] | None = None,
+                 log_dir: Path | None = None) -> None:
+        self.settings = settings
+        self.source = list(source) if source else None
+        self.log_dir = log_dir or settings.embedded.data_dir / "logs"
+        self.procs: list[ManagedProcess] = []
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["MOLTSCOPE_KAFKA_URL"] = self.settings.kafka_url
+        env["MOLTSCOPE_REDIS_URL"] = self.settings.redis_url
+        env["MOLTSCOPE_API_PORT"] = str(self.settings.api_port)
+        env["MOLTSCOPE_TOPIC_PREFIX"] = self.settings.topic_prefix
+        env["MOLTSCOPE_PARTITIONS"] = str(self.settings.partitions)
+        return env
+
+    def _start(self, proc: ManagedProcess, timeout: float = 60.0) -> None:
+        proc.start(timeout)
+        self.procs.append(proc)
+
+    def start(self) -> None:
+        s = self.settings
+        if s.embedded.enabled:
+            kafka_port, redis_port = s.embedded.kafka_port, s.embedded.redis_port
+            for port in (kafka_port, redis_port, s.api_port):
+                if port_open(port):
+                    raise RuntimeError(f"127.0.0.1:{port} is already in use: stop what holds it "
+                                       "or choose other MOLTSCOPE_EMBEDDED__*/API ports")
+            self._start(tansu(kafka_port, self.log_dir / "tansu.log"))
+            self._start(redis_server(redis_port, s.embedded.data_dir / "redis",
+                                     self.log_dir / "redis.log"))
+            s.kafka_url = f"kafka://127.0.0.1:{kafka_port}"
+            s.redis_url = f"redis://127.0.0.1:{redis_port}/0"
+        ensure_topics(s)
+        env = self.env()
+        self._start(ManagedProcess("worker", _cli("worker"), lambda: True,
+                                   self.log_dir / "worker.log", env=env))
+        self._start(ManagedProcess("api", _cli("api"), lambda: port_open(s.api_port),
+                                   self.log_dir / "api.log", env=env))
+        if self.source:
+            self._start(ManagedProcess("source", _cli(*self.source), lambda: True,
+                                       self.log_dir / "source.log", env=env))
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+        self.procs.clear()
+
+    def run_forever(self, stop: Event | None = None) -> int:
+        """Block until Ctrl-C/SIGTERM or a child dies; stop everything; return an exit code."""
+        stop = stop or Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        code = 0
+        try:
+            self.start()
+            log.info("moltscope is up: API http://%s:%d/docs, logs in %s",
+                     self.settings.api_host, self.settings.api_port, self.log_dir)
+            while not stop.wait(1.0):
+                dead = [p for p in self.procs if not p.alive and p.name != "source"]
+                if dead:
+                    log.error("%s exited; stopping (see %s)", dead[0].name, dead[0].log_file)
+                    code = 1
+                    break
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
+        return code

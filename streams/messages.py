@@ -1,0 +1,38 @@
+"""Wire format of the society topic: a canonical event and, for texts, its compact embedding.
+
+Vectors travel as float16 (half the bytes of float32; cosine error below 1e-3 for unit
+vectors of dimension 384), base64 in a JSON envelope.
+
+>>> import numpy as np
+>>> from datetime import datetime, timezone
+>>> from streams.events import PostEvent
+>>> t = datetime(2026, 2, 1, tzinfo=timezone.utc)
+>>> e = PostEvent(id="post:1", event_time=t, observed_at=t, post_id="1", author="a")
+>>> ev, v = decode_society(encode_society(e, np.ones(4, dtype=np.float32) / 2))
+>>> ev == e, v.tolist()
+(True, [0.5, 0.5, 0.5, 0.5])
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+
+from streams.events import Event, parse_event
+
+
+def encode_society(event: Event, vector: np.ndarray | None) -> bytes:
+    body: dict[str, object] = {"e": event.model_dump(mode="json")}
+    if vector is not None:
+        body["v"] = base64.b64encode(vector.astype(np.float16).tobytes()).decode()
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def decode_society(payload: bytes) -> tuple[Event, np.ndarray | None]:
+    body = json.loads(payload)
+    vector = None
+    if "v" in body:
+        vector = np.frombuffer(base64.b64decode(body["v"]), dtype=np.float16).astype(np.float32)
+    return parse_event(body["e"]), vector
