@@ -1,0 +1,204 @@
+"""Engagement collapse or spike: rates of engagement against their own baseline.
+
+Per ``bucket_s`` of event time the detector measures four rates:
+
+- ``comment_rate``: comments per post in the bucket;
+- ``vote_rate``: vote changes (|delta up| + |delta down|) per post in the bucket;
+- ``reply_share``: share of the bucket's posts that got at least one comment within
+  ``reply_horizon_s`` (known only that long after the bucket ends);
+- ``new_agent_rate``: agents seen for the first time (after ``warmup_s``) per post.
+
+Each completed bucket's value is standardised against the median and robust standard deviation
+(1.4826 x MAD, floored at ``rel_sd_floor`` x median) of the previous ``baseline_buckets``, and fed
+to two Page-Hinkley tests (``river.drift.PageHinkley``, modes up and down). A change is reported
+when a test fires and the bucket's robust z-score is at least ``z_min`` in the same direction;
+it stays reported while later buckets stay beyond ``z_hold``. Buckets with fewer than
+``min_posts`` posts are skipped.
+
+Memory: ``baseline_buckets`` values per rate, the open buckets, and the ids of the posts of the
+last ``reply_horizon_s + bucket_s`` (for the reply share); first-seen agents, at most
+``max_agents`` (least recently seen evicted).
+
+>>> from datetime import datetime, timedelta, timezone
+>>> from streams.events import CommentEvent, PostEvent
+>>> t0, d = datetime(2026, 2, 1, tzinfo=timezone.utc), EngagementDetector(
+...     EngagementConfig(bucket_s=600, baseline_buckets=12, min_posts=4))
+>>> found = []
+>>> for m in range(0, 24 * 60, 2):            # a post every 2 min, 3 comments each; then none
+...     t = t0 + timedelta(minutes=m)
+...     d.observe_event(PostEvent(id=f"post:{m}", event_time=t, observed_at=t,
+...                               post_id=str(m), author=f"a{m % 50}"))
+...     for c in range(3 if m < 20 * 60 else 0):
+...         d.observe_event(CommentEvent(id=f"comment:{m}.{c}", event_time=t, observed_at=t,
+...             comment_id=f"{m}.{c}", post_id=str(m), author=f"b{(m + c) % 40}"))
+...     found += [f.key for f in d.findings(t.timestamp())]
+>>> sorted(set(found))
+['comment_rate:down', 'reply_share:down']
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+from river.drift import PageHinkley
+
+from detectors.alert import Finding, Severity
+from streams.events import CommentEvent, Event, PostEvent, VoteEvent
+
+RATES = ("comment_rate", "vote_rate", "reply_share", "new_agent_rate")
+
+
+@dataclass(frozen=True, slots=True)
+class EngagementConfig:
+    bucket_s: float = 600.0
+    baseline_buckets: int = 36
+    min_baseline: int = 6
+    min_posts: int = 20
+    reply_horizon_s: float = 1800.0
+    z_min: float = 5.0
+    z_hold: float = 2.5
+    rel_sd_floor: float = 0.05
+    ph_delta: float = 0.5
+    ph_threshold: float = 8.0
+    warmup_s: float = 3 * 3600.0
+    max_agents: int = 1_000_000
+
+
+@dataclass(slots=True)
+class _Bucket:
+    posts: int = 0
+    comments: int = 0
+    votes: int = 0
+    new_agents: int = 0
+    replied: set[str] = field(default_factory=set)
+    post_ids: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Rate:
+    history: deque[float]
+    up: PageHinkley
+    down: PageHinkley
+    active: str | None = None
+    evidence: dict | None = None
+
+
+class EngagementDetector:
+    type = "engagement"
+
+    def __init__(self, config: EngagementConfig | None = None) -> None:
+        self.cfg = config or EngagementConfig()
+        c = self.cfg
+        self._rates = {r: _Rate(deque(maxlen=c.baseline_buckets),
+                                PageHinkley(min_instances=1, delta=c.ph_delta,
+                                            threshold=c.ph_threshold, mode="up"),
+                                PageHinkley(min_instances=1, delta=c.ph_delta,
+                                            threshold=c.ph_threshold, mode="down"))
+                       for r in RATES}
+        self._buckets: dict[int, _Bucket] = {}
+        self._post_bucket: dict[str, int] = {}
+        self._agents: OrderedDict[str, None] = OrderedDict()
+        self._start: float | None = None
+        self._closed_upto: int | None = None   # last bucket whose counts were judged
+        self._replies_upto: int | None = None  # last bucket whose reply share was judged
+
+    def observe_event(self, event: Event) -> None:
+        t = event.event_time.timestamp()
+        if self._start is None:
+            self._start = t
+        b = self._bucket(t)
+        if b is None:
+            return
+        if isinstance(event, PostEvent):
+            b.posts += 1
+            b.post_ids.add(event.post_id)
+            self._post_bucket[event.post_id] = int(t // self.cfg.bucket_s)
+            self._seen(event.author, t, b)
+        elif isinstance(event, CommentEvent):
+            b.comments += 1
+            pb = self._post_bucket.get(event.post_id)
+            if pb is not None and pb in self._buckets:
+                self._buckets[pb].replied.add(event.post_id)
+            self._seen(event.author, t, b)
+        elif isinstance(event, VoteEvent):
+            b.votes += abs(event.delta_up) + abs(event.delta_down)
+
+    def _bucket(self, t: float) -> _Bucket | None:
+        idx = int(t // self.cfg.bucket_s)
+        if self._closed_upto is not None and idx <= self._closed_upto:
+            return None  # late for a judged bucket: dropped rather than rewriting history
+        return self._buckets.setdefault(idx, _Bucket())
+
+    def _seen(self, author: str, t: float, b: _Bucket) -> None:
+        if author in self._agents:
+            self._agents.move_to_end(author)
+            return
+        self._agents[author] = None
+        if len(self._agents) > self.cfg.max_agents:
+            self._agents.popitem(last=False)
+        if self._start is not None and t - self._start >= self.cfg.warmup_s:
+            b.new_agents += 1
+
+    def findings(self, now: float) -> list[Finding]:
+        cfg = self.cfg
+        current = int(now // cfg.bucket_s)
+        for idx in sorted(i for i in self._buckets if i < current
+                          and (self._closed_upto is None or i > self._closed_upto)):
+            b = self._buckets[idx]
+            self._closed_upto = idx
+            if b.posts >= cfg.min_posts:
+                self._judge("comment_rate", idx, b.comments / b.posts, b.posts)
+                if self._rates["vote_rate"].history or b.votes:
+                    self._judge("vote_rate", idx, b.votes / b.posts, b.posts)
+                if self._start is not None and idx * cfg.bucket_s - self._start >= cfg.warmup_s:
+                    self._judge("new_agent_rate", idx, b.new_agents / b.posts, b.posts)
+        horizon = int((now - cfg.reply_horizon_s) // cfg.bucket_s)
+        for idx in sorted(i for i in self._buckets if i < horizon
+                          and (self._replies_upto is None or i > self._replies_upto)):
+            b = self._buckets.pop(idx)
+            self._replies_upto = idx
+            for pid in b.post_ids:
+                self._post_bucket.pop(pid, None)
+            if b.posts >= cfg.min_posts:
+                self._judge("reply_share", idx, len(b.replied) / b.posts, b.posts)
+        return [self._finding(name, r) for name, r in self._rates.items() if r.active]
+
+    def _judge(self, name: str, idx: int, x: float, posts: int) -> None:
+        cfg, r = self.cfg, self._rates[name]
+        hist = list(r.history)
+        r.history.append(x)
+        if len(hist) < cfg.min_baseline:
+            return
+        med = statistics.median(hist)
+        sd = max(1.4826 * statistics.median(abs(v - med) for v in hist),
+                 cfg.rel_sd_floor * abs(med), 1e-6)
+        z = (x - med) / sd
+        r.up.update(z)
+        r.down.update(z)
+        direction = "up" if z > 0 else "down"
+        ph = r.up if direction == "up" else r.down
+        if r.active == direction and abs(z) >= cfg.z_hold:
+            pass
+        elif r.active is None and ph.drift_detected and abs(z) >= cfg.z_min:
+            r.active = direction
+        else:
+            r.active = None
+            r.evidence = None
+            return
+        r.evidence = {"rate": name, "direction": direction, "value": round(x, 4),
+                      "baseline_median": round(med, 4), "baseline_sd": round(sd, 4),
+                      "z": round(z, 2), "bucket_start": idx * cfg.bucket_s,
+                      "bucket_s": cfg.bucket_s, "posts_in_bucket": posts,
+                      "baseline_values": [round(v, 4) for v in hist]}
+
+    def _finding(self, name: str, r: _Rate) -> Finding:
+        ev = r.evidence or {}
+        word = {"up": "spike", "down": "collapse"}[r.active or "up"]
+        severity: Severity = "critical" if abs(ev.get("z", 0)) >= 2 * self.cfg.z_min else "warning"
+        summary = (f"Engagement {word}: {name} {ev.get('value')} vs baseline "
+                   f"{ev.get('baseline_median')} (z = {ev.get('z')})")
+        return Finding(self.type, f"{name}:{r.active}", severity, summary, ev,
+                       score=abs(ev.get("z", 0.0)), labels={"rate": name,
+                                                           "direction": r.active or ""})

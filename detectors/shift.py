@@ -1,0 +1,196 @@
+"""Semantic shift detector: a centroid moving away from its recent self beyond normal variation.
+
+Input is one unit embedding per post (``observe_embedding``: the embedding agent's output,
+Sentence-BERT all-MiniLM-L6-v2 in the service). Two scopes, both judged against their own
+normal variation, never against a fixed constant alone:
+
+- **society**: the centroid of the last ``window_s`` against the centroid of the
+  ``reference_s`` before it; the distance d = 1 - cos is sampled once per ``bucket_s``, and d is
+  a shift when it exceeds the median of its last ``history`` samples by ``k_mad`` robust
+  standard deviations (1.4826 x MAD) and ``min_distance``, with ``min_posts`` in the window.
+- **agent** (topic drift of one agent): the mean of the agent's first ``agent_reference``
+  posts against an exponential moving average (``agent_alpha``) of its later ones; an agent with
+  at least ``agent_min_posts`` posts drifts when that cosine falls ``k_mad`` robust standard
+  deviations below the median over all such agents and under ``agent_max_similarity``.
+
+Memory: ``(window_s + reference_s) / bucket_s`` vector sums and ``history`` distances for the
+society; two vectors (float32) per agent for at most ``max_agents`` agents (least recently
+posting evicted): 3 kB per agent at 384 dimensions.
+
+>>> import numpy as np
+>>> d = ShiftDetector(ShiftConfig(min_posts=5, history=4, min_history=4, bucket_s=600))
+>>> rng = np.random.default_rng(0)
+>>> base, other = np.eye(16)[0], np.eye(16)[1]
+>>> for k in range(60):   # ten hours on one topic, then one hour on another
+...     v = (base if k < 54 else other) + 0.3 * rng.standard_normal(16)
+...     d.observe_embedding(k * 600.0, f"a{k}", v)
+...     fs = d.findings(k * 600.0)
+>>> [(f.key, f.severity) for f in fs]
+[('society', 'critical')]
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from detectors.alert import Finding, Severity
+
+
+@dataclass(frozen=True, slots=True)
+class ShiftConfig:
+    bucket_s: float = 600.0
+    window_s: float = 3600.0
+    reference_s: float = 6 * 3600.0
+    history: int = 144
+    min_history: int = 12
+    k_mad: float = 6.0
+    min_distance: float = 0.02
+    min_posts: int = 30
+    agent_reference: int = 5
+    agent_alpha: float = 0.3
+    agent_min_posts: int = 12
+    agent_max_similarity: float = 0.6
+    min_agents: int = 20
+    max_agents: int = 50_000
+
+
+@dataclass(slots=True)
+class _AgentVec:
+    reference: np.ndarray
+    recent: np.ndarray
+    n: int = 0
+    first_t: float = 0.0
+
+
+def _robust(values: list[float]) -> tuple[float, float]:
+    med = statistics.median(values)
+    mad = statistics.median(abs(v - med) for v in values)
+    return med, 1.4826 * mad
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    return float(a @ b) / (na * nb) if na > 0 and nb > 0 else 0.0
+
+
+class ShiftDetector:
+    type = "shift"
+
+    def __init__(self, config: ShiftConfig | None = None) -> None:
+        self.cfg = config or ShiftConfig()
+        self._buckets: deque[list] = deque()  # [bucket index, vector sum, count]
+        self._distances: deque[float] = deque(maxlen=self.cfg.history)
+        self._last_bucket: int | None = None
+        self._society: dict | None = None
+        self._agents: OrderedDict[str, _AgentVec] = OrderedDict()
+        self._drifting: set[str] = set()
+        self._agent_findings: list[Finding] = []
+
+    def observe_embedding(self, t: float, author: str, vec: np.ndarray) -> None:
+        """One post's embedding at ``t`` (epoch seconds); normalised here."""
+        v = np.asarray(vec, dtype=np.float32)
+        norm = float(np.linalg.norm(v))
+        if norm == 0:
+            return
+        v = v / norm
+        idx = int(t // self.cfg.bucket_s)
+        if self._buckets and self._buckets[-1][0] == idx:
+            self._buckets[-1][1] += v
+            self._buckets[-1][2] += 1
+        else:
+            self._buckets.append([idx, v.astype(np.float64), 1])
+        self._observe_agent(t, author, v)
+
+    def _observe_agent(self, t: float, author: str, v: np.ndarray) -> None:
+        cfg = self.cfg
+        a = self._agents.get(author)
+        if a is None:
+            a = self._agents[author] = _AgentVec(np.zeros_like(v), np.zeros_like(v), 0, t)
+            if len(self._agents) > cfg.max_agents:
+                self._agents.popitem(last=False)
+        else:
+            self._agents.move_to_end(author)
+        a.n += 1
+        if a.n <= cfg.agent_reference:
+            a.reference += v
+            a.recent = a.reference / a.n
+        else:
+            a.recent = (1 - cfg.agent_alpha) * a.recent + cfg.agent_alpha * v
+
+    def findings(self, now: float) -> list[Finding]:
+        out = []
+        idx = int(now // self.cfg.bucket_s)
+        if self._last_bucket != idx:  # judged once per bucket: d is a per-bucket sample
+            self._last_bucket = idx
+            self._society = self._judge_society(idx)
+            self._agent_findings = self._judge_agents()
+        if self._society is not None:
+            out.append(self._society_finding(self._society))
+        return out + self._agent_findings
+
+    def _judge_society(self, idx: int) -> dict | None:
+        cfg = self.cfg
+        nw, nr = int(cfg.window_s // cfg.bucket_s), int(cfg.reference_s // cfg.bucket_s)
+        while self._buckets and self._buckets[0][0] < idx - nw - nr:
+            self._buckets.popleft()
+        cur = [b for b in self._buckets if idx - nw < b[0] <= idx]
+        ref = [b for b in self._buckets if b[0] <= idx - nw]
+        n_cur, n_ref = sum(b[2] for b in cur), sum(b[2] for b in ref)
+        if n_cur < cfg.min_posts or n_ref < cfg.min_posts:
+            return None
+        d = 1.0 - _cos(sum(b[1] for b in cur), sum(b[1] for b in ref))
+        hist = list(self._distances)
+        verdict = None
+        if len(hist) >= cfg.min_history:
+            med, sd = _robust(hist)
+            bar = max(med + cfg.k_mad * sd, cfg.min_distance)
+            if d > bar:
+                verdict = {"distance": round(d, 5), "normal_median": round(med, 5),
+                           "normal_sd": round(sd, 5), "threshold": round(bar, 5),
+                           "window_posts": int(n_cur), "reference_posts": int(n_ref),
+                           "z": round((d - med) / sd, 2) if sd > 0 else None}
+        if verdict is None:  # the normal variation is learnt from normal times only
+            self._distances.append(d)
+        return verdict
+
+    def _society_finding(self, v: dict) -> Finding:
+        cfg = self.cfg
+        severity: Severity = ("critical" if v["distance"] > 2 * v["threshold"] else "warning")
+        summary = (f"Semantic shift: the last {cfg.window_s / 3600:g} h centroid is "
+                   f"{v['distance']:.3f} from the previous {cfg.reference_s / 3600:g} h "
+                   f"(normal {v['normal_median']:.3f} +/- {v['normal_sd']:.3f})")
+        return Finding(self.type, "society", severity, summary,
+                       {**v, "scope": "society", "window_s": cfg.window_s,
+                        "reference_s": cfg.reference_s}, score=v["distance"],
+                       labels={"scope": "society"})
+
+    def _judge_agents(self) -> list[Finding]:
+        cfg = self.cfg
+        sims = {name: _cos(a.reference, a.recent) for name, a in self._agents.items()
+                if a.n >= cfg.agent_min_posts}
+        if len(sims) < cfg.min_agents:
+            return []
+        med, sd = _robust(list(sims.values()))
+        out = []
+        drifting = set()
+        for name, s in sims.items():
+            bar = min(med - cfg.k_mad * sd, cfg.agent_max_similarity)
+            if name in self._drifting:
+                bar = min(med - 0.5 * cfg.k_mad * sd, cfg.agent_max_similarity)
+            if s >= bar:
+                continue
+            drifting.add(name)
+            a = self._agents[name]
+            summary = (f"Topic drift of agent {name}: its recent posts are at cosine {s:.2f} "
+                       f"from its first {cfg.agent_reference} (agents' median {med:.2f})")
+            out.append(Finding(self.type, f"agent:{name}", "warning", summary,
+                               {"scope": "agent", "agent": name, "similarity": round(s, 4),
+                                "agents_median": round(med, 4), "agents_sd": round(sd, 4),
+                                "posts": a.n, "first_post_t": a.first_t},
+                               score=1.0 - s, labels={"scope": "agent", "agent": name}))
+        self._drifting = drifting
+        return out

@@ -1,0 +1,343 @@
+"""Coordinated surge detector: the memecoin-mint pattern.
+
+Entities are pulled from each post's and comment's text: token tickers (``$CLAW``, and the
+``"tick":"CLAW"`` of mbc-20 / agt-20 inscriptions), contract addresses (EVM ``0x...`` and
+base58 Solana-style strings), URLs and bare domains, hashtags, and a text template (the words
+of the text without any token that holds a digit, so ``Mint CLAW [4CACeeJC]`` and
+``Mint CLAW [62qoqi]`` share one). Each entity keeps its own per-bucket volume.
+
+An entity surges when, in the current ``window_s``:
+
+- it has at least ``min_posts`` posts from at least ``min_accounts`` distinct agents;
+- its volume is at least ``trend_ratio`` x (its own baseline expectation + 1), the baseline being
+  its rate over the ``baseline_s`` before the window (a new entity has baseline 0);
+- at least ``min_coordination_share`` of those posts have a near-identical twin (word-set
+  Jaccard >= ``near_dup_jaccard``) from a *different* agent within ``copost_s`` (60 s):
+  the coordination evidence that separates a campaign from an organic trend.
+
+The features that worked for coordinated campaigns on Twitter are reported as evidence:
+trendiness (this window over the previous one), volume, share of new accounts (known creation
+time within ``new_account_age_s``), distinct accounts per post, and the co-posting gaps (pairs
+under ``automation_s`` = 5 s suggest automation, which raises the severity to critical).
+Entities that share most of their posts (the token, its URL and its template) are reported as
+one incident under the highest-priority entity, the others listed as ``related_entities``.
+
+Memory: at most ``max_entities`` entities (least recently seen evicted, and any unseen for
+``window_s + baseline_s``), each with ``(window_s + baseline_s) / bucket_s`` counters, at most
+``max_posts_per_entity`` recent posts and ``max_accounts_per_entity`` accounts; plus the
+creation time of at most ``max_agents`` agents.
+
+>>> from datetime import datetime, timedelta, timezone
+>>> from streams.events import PostEvent
+>>> t0 = datetime(2026, 2, 8, 7, 0, tzinfo=timezone.utc)
+>>> d = SurgeDetector(SurgeConfig(warmup_s=0))
+>>> for i in range(10):
+...     t = t0 + timedelta(seconds=3 * i)
+...     d.observe_event(PostEvent(id=f"post:{i}", event_time=t, observed_at=t, post_id=str(i),
+...         author=f"BurnMolt{i}", title="Mint", content='{"p":"mbc-20","op":"mint",'
+...         f'"tick":"CLAW","amt":"100"}} mbc20.xyz [{i:04x}]'))
+>>> [(f.key, f.severity, f.evidence["distinct_accounts"]) for f in d.findings(t.timestamp())]
+[('token:CLAW', 'critical', 10)]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter, OrderedDict, deque
+from dataclasses import dataclass, field
+
+from detectors.alert import Finding, Severity
+from streams.events import AgentEvent, CommentEvent, Event, PostEvent
+
+ENTITY_PRIORITY = {"token": 0, "contract": 1, "url": 2, "hashtag": 3, "text": 4}
+
+_TICK = re.compile(r'"tick"\s*:\s*"([^"\s]{1,16})"', re.I)
+_CASHTAG = re.compile(r"(?<![\w$])\$([A-Za-z][A-Za-z0-9_]{1,11})\b")
+_EVM = re.compile(r"\b0x[0-9a-fA-F]{40}\b")
+_BASE58 = re.compile(r"\b[1-9A-HJ-NP-Za-km-z]{32,44}\b")
+_URL = re.compile(r"https?://([^\s/\"'<>)\]`]+)(/[^\s?#\"'<>)\]`]*)?", re.I)
+_BARE_DOMAIN = re.compile(
+    r"(?<![\w./@-])((?:[a-z0-9-]+\.)+(?:xyz|com|io|ai|fun|app|net|org|gg|so|co|me|lol|meme))\b",
+    re.I)
+_HASHTAG = re.compile(r"(?<![\w#&])#([A-Za-z][A-Za-z0-9_]{2,39})\b")
+_HAS_DIGIT = re.compile(r"\S*\d\S*")
+_LETTERS = re.compile(r"[^\W\d_]+")
+_WORDS = re.compile(r"\w+")
+_OWN_HOSTS = ("moltbook.com", "www.moltbook.com")
+
+
+def extract_entities(text: str, min_template_words: int = 4) -> set[str]:
+    """Entity names (``kind:value``) in one text.
+
+    >>> sorted(extract_entities('Minting $claw {"p":"mbc-20","tick":"CLAW"} https://mbc20.xyz/a?x=1'))
+    ['token:CLAW', 'url:mbc20.xyz/a']
+    """
+    out: set[str] = set()
+    out.update(f"token:{m.upper()}" for m in _TICK.findall(text))
+    out.update(f"token:{m.upper()}" for m in _CASHTAG.findall(text))
+    out.update(f"contract:{m.lower()}" for m in _EVM.findall(text))
+    out.update(f"contract:{m}" for m in _BASE58.findall(text)
+               if any(c.isdigit() for c in m) and not m.startswith("0x"))
+    for host, path in _URL.findall(text):
+        host = host.lower().removeprefix("www.")
+        if host not in _OWN_HOSTS:
+            out.add(f"url:{host}{path.rstrip('/')}")
+    if not any(e.startswith("url:") for e in out):
+        out.update(f"url:{m.lower()}" for m in _BARE_DOMAIN.findall(text)
+                   if m.lower() not in _OWN_HOSTS)
+    out.update(f"hashtag:{m.lower()}" for m in _HASHTAG.findall(text))
+    words = _LETTERS.findall(_HAS_DIGIT.sub(" ", text.lower()))
+    if len(words) >= min_template_words:
+        digest = hashlib.blake2b(" ".join(words[:40]).encode(), digest_size=6).hexdigest()
+        out.add(f"text:{digest}")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SurgeConfig:
+    window_s: float = 900.0
+    bucket_s: float = 60.0
+    baseline_s: float = 6 * 3600.0
+    min_posts: int = 8
+    min_accounts: int = 5
+    trend_ratio: float = 5.0
+    min_coordination_share: float = 0.3
+    near_dup_jaccard: float = 0.7
+    copost_s: float = 60.0
+    automation_s: float = 5.0
+    new_account_age_s: float = 86400.0
+    warmup_s: float = 1800.0
+    min_template_words: int = 4
+    max_entities: int = 200_000
+    max_posts_per_entity: int = 200
+    max_accounts_per_entity: int = 5_000
+    max_agents: int = 1_000_000
+    max_evidence_agents: int = 100
+
+
+@dataclass(slots=True)
+class _Post:
+    t: float
+    author: str
+    post_id: str
+    words: frozenset[str]
+    new_account: bool | None
+    text: str
+
+
+@dataclass(slots=True)
+class _Entity:
+    name: str
+    first_seen: float
+    last_seen: float = 0.0
+    buckets: deque[list[float]] = field(default_factory=deque)
+    posts: deque[_Post] = field(default_factory=deque)
+    accounts: dict[str, float] = field(default_factory=dict)
+    incident_agents: Counter[str] | None = None
+
+
+class SurgeDetector:
+    type = "surge"
+
+    def __init__(self, config: SurgeConfig | None = None) -> None:
+        self.cfg = config or SurgeConfig()
+        self._entities: OrderedDict[str, _Entity] = OrderedDict()
+        self._agent_created: OrderedDict[str, float] = OrderedDict()
+        self._dirty: set[str] = set()
+        self._reported: set[str] = set()
+        self._start: float | None = None
+
+    def observe_event(self, event: Event) -> None:
+        if isinstance(event, AgentEvent):
+            if event.created_at is not None:
+                self._agent_created[event.name] = event.created_at.timestamp()
+                self._agent_created.move_to_end(event.name)
+                if len(self._agent_created) > self.cfg.max_agents:
+                    self._agent_created.popitem(last=False)
+            return
+        if isinstance(event, PostEvent):
+            text, pid = event.text, event.post_id
+        elif isinstance(event, CommentEvent):
+            text, pid = event.content, f"{event.post_id}/{event.comment_id}"
+        else:
+            return
+        t = event.event_time.timestamp()
+        self._start = t if self._start is None else min(self._start, t)
+        if not text:
+            return
+        self.observe_text(t, event.author, pid, text)
+
+    def observe_text(self, t: float, author: str, post_id: str, text: str) -> None:
+        """One post or comment (``t`` in epoch seconds)."""
+        names = extract_entities(text, self.cfg.min_template_words)
+        if not names:
+            return
+        created = self._agent_created.get(author)
+        new = None if created is None else (t - created) <= self.cfg.new_account_age_s
+        post = _Post(t, author, post_id, frozenset(_WORDS.findall(text[:2000].lower())), new,
+                     text[:200])
+        idx = float(int(t // self.cfg.bucket_s))
+        for name in names:
+            e = self._entities.get(name)
+            if e is None:
+                e = self._entities[name] = _Entity(name, t)
+                if len(self._entities) > self.cfg.max_entities:
+                    old, _ = self._entities.popitem(last=False)
+                    self._reported.discard(old)
+            else:
+                self._entities.move_to_end(name)
+            e.last_seen = max(e.last_seen, t)
+            if e.buckets and e.buckets[-1][0] == idx:
+                e.buckets[-1][1] += 1
+            else:
+                e.buckets.append([idx, 1.0])
+            e.posts.append(post)
+            if len(e.posts) > self.cfg.max_posts_per_entity:
+                e.posts.popleft()
+            if author in e.accounts or len(e.accounts) < self.cfg.max_accounts_per_entity:
+                e.accounts[author] = t
+            if e.incident_agents is not None and len(e.incident_agents) < 1000:
+                e.incident_agents[author] += 1
+            self._dirty.add(name)
+
+    def findings(self, now: float) -> list[Finding]:
+        cfg = self.cfg
+        self._expire(now)
+        if self._start is None or now - self._start < cfg.warmup_s:
+            self._dirty.clear()
+            return []
+        scored: list[tuple[_Entity, dict]] = []
+        for name in self._dirty | self._reported:
+            e = self._entities.get(name)
+            if e is None:
+                continue
+            stats = self._stats(e, now)
+            if stats is not None:
+                scored.append((e, stats))
+        self._dirty.clear()
+        # Reported entities first (a stable key for an ongoing incident), then by priority.
+        scored.sort(key=lambda es: (es[0].name not in self._reported,
+                                    ENTITY_PRIORITY[es[0].name.split(":", 1)[0]],
+                                    -es[1]["posts_in_window"]))
+        accepted: list[tuple[_Entity, dict, set[str]]] = []
+        for e, stats in scored:
+            ids = {p.post_id for p in e.posts if p.t > now - cfg.window_s}
+            host = next((a for a in accepted
+                         if len(ids & a[2]) >= 0.5 * min(len(ids), len(a[2]))), None)
+            if host is None:
+                accepted.append((e, stats, ids))
+            else:
+                host[1]["related_entities"].append(e.name)
+        reported = {e.name for e, _, _ in accepted}
+        for name in self._reported - reported:
+            if (e := self._entities.get(name)) is not None:
+                e.incident_agents = None
+        self._reported = reported
+        return [self._finding(e, stats) for e, stats, _ in accepted]
+
+    def _stats(self, e: _Entity, now: float) -> dict | None:
+        cfg = self.cfg
+        w_start = now - cfg.window_s
+        count_w = prev_w = base = 0.0
+        for idx, n in e.buckets:
+            start = idx * cfg.bucket_s
+            if start >= w_start:
+                count_w += n
+            else:
+                base += n
+                if start >= w_start - cfg.window_s:
+                    prev_w += n
+        for a, t in list(e.accounts.items()):
+            if t <= w_start:
+                del e.accounts[a]
+        ongoing = e.name in self._reported
+        scale = 0.5 if ongoing else 1.0  # hysteresis: an open incident holds at half the bar
+        if count_w < cfg.min_posts * scale or len(e.accounts) < cfg.min_accounts * scale:
+            return None
+        expected = base * cfg.window_s / cfg.baseline_s
+        if not ongoing and count_w < cfg.trend_ratio * (expected + 1.0):
+            return None
+        posts = [p for p in e.posts if p.t > w_start]
+        coordinated, automated, min_gap = self._coordination(posts)
+        share = len(coordinated) / len(posts)
+        if share < cfg.min_coordination_share * scale:
+            return None
+        known = [p.new_account for p in posts if p.new_account is not None]
+        return {
+            "entity": e.name, "related_entities": [],
+            "posts_in_window": int(count_w), "window_s": cfg.window_s,
+            "previous_window_posts": int(prev_w),
+            "trendiness": round(count_w / max(prev_w, 1.0), 3),
+            "baseline_expected": round(expected, 3),
+            "distinct_accounts": len(e.accounts),
+            "accounts_per_post": round(len(e.accounts) / count_w, 3),
+            "new_account_share": round(sum(known) / len(known), 3) if known else None,
+            "coordination_share": round(share, 3),
+            "automated_posts": len(automated),
+            "min_copost_gap_s": None if min_gap is None else round(min_gap, 3),
+            "first_seen": e.first_seen,
+        }
+
+    def _coordination(self, posts: list[_Post]) -> tuple[set[int], set[int], float | None]:
+        """Posts with a near-identical twin from another agent within copost_s (and < 5 s)."""
+        cfg = self.cfg
+        posts = sorted(posts, key=lambda p: p.t)
+        coordinated: set[int] = set()
+        automated: set[int] = set()
+        min_gap: float | None = None
+        for i, p in enumerate(posts):
+            for j in range(i + 1, len(posts)):
+                q = posts[j]
+                gap = q.t - p.t
+                if gap > cfg.copost_s:
+                    break
+                if q.author == p.author:
+                    continue
+                union = len(p.words | q.words)
+                if union and len(p.words & q.words) / union >= cfg.near_dup_jaccard:
+                    coordinated.update((i, j))
+                    if gap <= cfg.automation_s:
+                        automated.update((i, j))
+                    min_gap = gap if min_gap is None else min(min_gap, gap)
+        return coordinated, automated, min_gap
+
+    def _finding(self, e: _Entity, stats: dict) -> Finding:
+        cfg = self.cfg
+        if e.incident_agents is None:
+            e.incident_agents = Counter()
+            for p in e.posts:
+                e.incident_agents[p.author] += 1
+        agents = [a for a, _ in e.incident_agents.most_common(cfg.max_evidence_agents)]
+        recent = list(e.posts)[-20:]
+        severity: Severity = ("critical" if stats["automated_posts"] >= 3
+                              or stats["distinct_accounts"] >= 5 * cfg.min_accounts
+                              else "warning")
+        kind, value = e.name.split(":", 1)
+        evidence = {**stats, "agents": agents, "incident_agent_count": len(e.incident_agents),
+                    "post_ids": [p.post_id for p in recent],
+                    "sample_texts": list(dict.fromkeys(p.text for p in recent))[:3]}
+        summary = (f"Coordinated surge of {kind} {value}: {stats['posts_in_window']} posts by "
+                   f"{stats['distinct_accounts']} agents in {int(cfg.window_s // 60)} min, "
+                   f"{stats['coordination_share']:.0%} near-identical co-posts")
+        return Finding(self.type, e.name, severity, summary, evidence,
+                       score=float(stats["posts_in_window"]),
+                       labels={"entity_kind": kind, "entity": value[:64]})
+
+    def _expire(self, now: float) -> None:
+        horizon = now - self.cfg.window_s - self.cfg.baseline_s
+        first_bucket = horizon // self.cfg.bucket_s
+        while self._entities:
+            name, e = next(iter(self._entities.items()))
+            if e.last_seen >= horizon:
+                break
+            del self._entities[name]
+            self._reported.discard(name)
+        for name in self._dirty | self._reported:
+            e = self._entities.get(name)
+            if e is None:
+                continue
+            while e.buckets and e.buckets[0][0] < first_bucket:
+                e.buckets.popleft()
+            while e.posts and e.posts[0].t <= now - self.cfg.window_s - self.cfg.copost_s:
+                e.posts.popleft()
