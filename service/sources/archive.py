@@ -15,7 +15,7 @@ tar members) and the sort holds at most ``sort_buffer`` events a source. Two exc
 both opt-out with ``link_tables=False``: when observatory tables are replayed, a first pass
 builds the lookups the normaliser needs (post id -> author when comments tables are present,
 agent id -> name from agents tables, comment id -> (author, parent) for reply chains),
-about 150 bytes an entry.
+about 270 bytes an entry (measured by ``bench/bench_normalise.py``).
 
 Order: :func:`open_archive` merges per-source iterators with :func:`heapq.merge` on
 ``(event_time, kind rank, id)`` (submolts and agents before posts, posts before comments at

@@ -15,7 +15,6 @@ import pytest
 
 from service.sources.normalise import (
     REASONS,
-    DeadLetter,
     normalise_agent_profile,
     normalise_archive_row,
     normalise_post_detail,
@@ -24,7 +23,14 @@ from service.sources.normalise import (
     posts_list_paging,
     table_of,
 )
-from streams.events import AgentEvent, CommentEvent, PostEvent, SubmoltEvent, parse_event
+from streams.events import (
+    AgentEvent,
+    CommentEvent,
+    DeadLetter,
+    PostEvent,
+    SubmoltEvent,
+    parse_event,
+)
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "moltbook"
 POST_FILES = sorted((DATA / "api" / "posts").glob("*.json"))
