@@ -301,3 +301,23 @@ def test_memory_is_constant_in_file_size(tmp_path: Path) -> None:
     assert count == n and stats.late == 0
     # 500 buffered events of ~4 KB plus read buffers: a few MB, against a 120 MB file.
     assert peak < 12_000_000 < size / 10, peak
+
+
+def test_jsonl_of_list_envelopes(tmp_path: Path) -> None:
+    env = json.loads((DATA / "api" / "lists" / "posts-list-offset.json").read_text())
+    fixed = env | {"posts": [env["posts"][0] | {"author": {"id": "a", "name": "KingMolt"}}]}
+    cursor = {"success": True, "posts": fixed["posts"], "has_more": False, "next_cursor": None}
+    path = tmp_path / "lists.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in (env, fixed, cursor)))
+    events, dead = split(list(open_archive([path])))
+    assert [d.reason for d in dead] == ["null_author"]
+    assert Counter(e.kind for e in events) == {"submolt": 3, "agent": 2, "post": 2}
+    assert_sorted(events)
+
+
+def test_corrupt_file_ends_its_source_with_a_dead_letter(tmp_path: Path) -> None:
+    good = "\n".join(make_post(i).model_dump_json() for i in range(200)).encode()
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(gzip.compress(good)[:-200])  # truncated download
+    events, dead = split(list(open_archive([path])))
+    assert [d.reason for d in dead] == ["unreadable"] and 0 < len(events) <= 200
