@@ -20,11 +20,11 @@ posts of the last ``max_delay`` plus the profiles of the agents seen.
 Deterministic under ``seed`` (Python's ``random``; no hash-randomised state is used).
 
 >>> from datetime import timedelta
->>> sim = Simulator(SimulationConfig(seed=7, agents=500, max_events=400,
-...     scenarios=[ScenarioSpec(name="surge", start=timedelta(minutes=30))]))
+>>> sim = Simulator(SimulationConfig(seed=7, agents=500, max_events=1000,
+...     scenarios=[ScenarioSpec(name="surge", start=timedelta(minutes=5))]))
 >>> events = list(sim)
 >>> len(events), events[0].kind
-(400, 'submolt')
+(1000, 'submolt')
 >>> all(a.event_time <= b.event_time for a, b in zip(events, events[1:]))
 True
 >>> [(lab.scenario, len(lab.posts) > 20) for lab in sim.labels]
@@ -303,7 +303,7 @@ SCENARIOS: tuple[str, ...] = ("surge", "supernode", "burst", "drift", "collapse"
 # name -> (start offset, duration, intensity); what intensity means is in ScenarioSpec's doc.
 SCENARIO_DEFAULTS: dict[str, tuple[timedelta, timedelta, float]] = {
     "surge": (timedelta(hours=2), timedelta(minutes=30), 80),
-    "supernode": (timedelta(hours=4), timedelta(hours=2), 120),
+    "supernode": (timedelta(hours=4), timedelta(hours=2), 200),
     "burst": (timedelta(hours=6), timedelta(hours=3), 0.3),
     "drift": (timedelta(hours=1), timedelta(hours=12), 30),
     "collapse": (timedelta(hours=10), timedelta(hours=3), 0.9),
@@ -590,8 +590,8 @@ class Simulator:
                 if emitted >= limit:
                     break
         for w in self._windows:
-            if w.active and w.end > self._now:
-                w.details["truncated"] = True
+            if w.active:
+                w.details["truncated"] = w.end > self._now
 
     # ------------------------------------------------------------------ set-up
 
@@ -991,7 +991,7 @@ class Simulator:
                 name = rng.choice(patterns).format(k=rng.randint(1, 999))
                 while name in self._taken:
                     name = rng.choice(patterns).format(k=rng.randint(1, 999))
-                i = self._new_account(name, t - rng.uniform(30, 1200))
+                i = self._new_account(name, math.inf)  # registered just before it first mints
                 new_names.append(name)
             authors.extend([i] * rng.choice((1, 1, 2, 3)))
         rng.shuffle(authors)
@@ -1006,6 +1006,9 @@ class Simulator:
             for _ in range(size):
                 times.append(min(at, w.end))
                 at += min(rng.expovariate(1 / 4), 60 / size)
+        for i, at in zip(authors, times, strict=True):
+            if i in self._created:
+                self._created[i] = min(self._created[i], at - rng.uniform(30, 1200))
         emojis = ("🚀", "🦞", "🔥", "💎", "🌕")
         for i, at in zip(authors, times, strict=True):
             amt = rng.choice(("1000", "1000", "1000", "100"))
