@@ -11,8 +11,9 @@ Formats, recognised by name and, where the name says nothing, by content:
   posts, comments, agents, submolts, by the table name in the file name, else by the header.
 
 Memory is constant in file size: every reader streams (lines, CSV rows, Parquet batches,
-tar members) and the sort holds at most ``sort_buffer`` events a source. Two exceptions,
-both opt-out with ``link_tables=False``: when observatory tables are replayed, a first pass
+tar members) and the sort holds at most ``sort_buffer`` events a source (about 2 KB an
+event with a short text: ~20 MB a source at the default 10,000). One exception, opt-out
+with ``link_tables=False``: when observatory tables are replayed, a first pass
 builds the lookups the normaliser needs (post id -> author when comments tables are present,
 agent id -> name from agents tables, comment id -> (author, parent) for reply chains),
 about 270 bytes an entry (measured by ``bench/bench_normalise.py``).
@@ -21,8 +22,9 @@ Order: :func:`open_archive` merges per-source iterators with :func:`heapq.merge`
 ``(event_time, kind rank, id)`` (submolts and agents before posts, posts before comments at
 equal times). A source is sorted through a bounded reorder buffer of ``sort_buffer`` events:
 input already sorted comes out unchanged; disorder within the buffer (one post answer's
-comments, the files of a directory in uuid order) is repaired. An event older than one the
-source already released is *late*: it is yielded at once, never dropped, and counted in
+comments, the files of a directory in uuid order while they fit the buffer) is repaired.
+An event older than one the source already released is *late*: it is yielded at once,
+never dropped, and counted in
 :attr:`ArchiveStats.late` -- raise ``sort_buffer`` or pre-sort such a file (e.g. a table in
 descending time order larger than the buffer). Dead letters bypass the sort and the merge:
 they are yielded as soon as their source meets them.
