@@ -377,8 +377,8 @@ class SimulationConfig(BaseModel):
     """The population, its rates and texture, the run's length and the planted scenarios.
 
     The run stops at ``duration`` of simulated time or after ``max_events``, whichever comes
-    first (at least one must be set). ``realtime`` starts the clock at "now" and paces the
-    events to the wall clock, for the live demo.
+    first (at least one must be set, except in realtime). ``realtime`` starts the clock at "now"
+    and paces the events to the wall clock, for the live demo; scenario starts stay offsets.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -414,8 +414,8 @@ class SimulationConfig(BaseModel):
 
     @model_validator(mode="after")
     def _bounded(self) -> SimulationConfig:
-        if self.duration is None and self.max_events is None:
-            raise ValueError("set duration or max_events")
+        if self.duration is None and self.max_events is None and not self.realtime:
+            raise ValueError("set duration or max_events (only a realtime run may be endless)")
         if self.max_delay <= timedelta(seconds=60):
             raise ValueError("max_delay must exceed a minute")
         return self

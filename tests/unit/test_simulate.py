@@ -456,3 +456,4 @@ def test_scenario_spec_parsing_and_validation() -> None:
             ScenarioSpec.parse(bad)
     with pytest.raises(ValueError):
         SimulationConfig(duration=None, max_events=None)
+    assert SimulationConfig(duration=None, realtime=True).max_events is None  # the live demo
