@@ -1,0 +1,182 @@
+"""N-gram births and deaths held against a plain set-based lifecycle on real Moltbook posts."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from collections import Counter, defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from streams.state.ngrams import (
+    BYTES_PER_NGRAM,
+    NgramTracker,
+    day_index,
+    day_label,
+    ngrams,
+    tokenize,
+)
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "moltbook"
+
+
+def real_posts() -> list[tuple[datetime, str]]:
+    """Every real post text with its time: 158 API answers and 1,710 observatory rows."""
+    out: list[tuple[datetime, str]] = []
+    for f in sorted((DATA / "api" / "posts").glob("*.json")):
+        post = json.loads(f.read_text())["post"]
+        out.append((datetime.fromisoformat(post["created_at"]).astimezone(UTC),
+                    f"{post.get('title') or ''}\n{post.get('content') or ''}".strip()))
+    with (DATA / "observatory-sample" / "moltbook_posts.csv").open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            out.append((datetime.fromisoformat(row["created_at"]).astimezone(UTC),
+                        f"{row['title']}\n{row['content']}".strip()))
+    return sorted(out, key=lambda x: x[0])
+
+
+@pytest.fixture(scope="module")
+def posts() -> list[tuple[datetime, str]]:
+    return real_posts()
+
+
+def paper_rates(posts, n: int, **tok) -> list[dict]:
+    """metrics.md A1 literally: O_t sets, global frequency >= 2, first/last, A_t, rates."""
+    seen: dict[int, set] = defaultdict(set)
+    freq: Counter = Counter()
+    for t, text in posts:
+        grams = ngrams(tokenize(text, **tok), n)
+        seen[day_index(t)].update(grams)
+        freq.update(grams)
+    keep = {g for g, c in freq.items() if c >= 2}
+    first: dict = {}
+    last: dict = {}
+    for d in sorted(seen):
+        for g in seen[d] & keep:
+            first.setdefault(g, d)
+            last[g] = d
+    lives = [(first[g], last[g]) for g in keep]
+    return rates_from_lives(lives, min(seen), max(seen))
+
+
+def lives_rates(posts, n: int, grace: int) -> tuple[list[dict], set]:
+    """The live rule: each n-gram's occurrences split where the gap exceeds grace days; a life
+    qualifies with >= 2 occurrences. Also returns the n-grams whose last day is within reach."""
+    occ: dict = defaultdict(Counter)
+    for t, text in posts:
+        for g in ngrams(tokenize(text), n):
+            occ[g][day_index(t)] += 1
+    lives = []
+    for days in occ.values():
+        run: list[int] = []
+        for d in sorted(days):
+            if run and d - run[-1] > grace:
+                if sum(days[x] for x in run) >= 2:
+                    lives.append((run[0], run[-1]))
+                run = []
+            run.append(d)
+        if sum(days[x] for x in run) >= 2:
+            lives.append((run[0], run[-1]))
+    lo, hi = day_index(posts[0][0]), day_index(posts[-1][0])
+    alive = {g for g, days in occ.items() if max(days) + grace >= hi - 1}
+    return rates_from_lives(lives, lo, hi), alive
+
+
+def rates_from_lives(lives: list[tuple[int, int]], lo: int, hi: int) -> list[dict]:
+    out = []
+    prev_active: set = set()
+    for t in range(lo, hi + 1):
+        active = {i for i, (f, la) in enumerate(lives) if f <= t <= la}
+        born = {i for i in active if lives[i][0] == t}
+        died_prev = {i for i in prev_active if lives[i][1] == t - 1}
+        out.append({"day": day_label(t), "active": len(active), "births": len(born),
+                    "birth_rate": len(born) / len(active) if active else None,
+                    "death_rate": len(died_prev) / len(prev_active) if prev_active else None})
+        prev_active = active
+    return out
+
+
+def assert_series_equal(got: list[dict], want: list[dict]) -> None:
+    assert [r["day"] for r in got] == [r["day"] for r in want]
+    for g, w in zip(got, want, strict=True):
+        assert (g["active"], g["births"]) == (w["active"], w["births"]), g["day"]
+        for key in ("birth_rate", "death_rate"):
+            if w[key] is None:
+                assert g[key] is None, (g["day"], key)
+            else:
+                assert g[key] == pytest.approx(w[key], abs=1e-12), (g["day"], key)
+
+
+@pytest.fixture(scope="module")
+def unbounded(posts) -> NgramTracker:
+    tr = NgramTracker(grace_days=None, flush_every=50_000)
+    for t, text in posts:
+        tr.update(t, text)
+    return tr
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_paper_rule_exact_on_real_posts(posts, unbounded, n) -> None:
+    assert_series_equal(unbounded.series(n), paper_rates(posts, n))
+
+
+def test_live_grace_rule_exact_and_bounded(posts) -> None:
+    tr = NgramTracker(grace_days=7, lateness_days=1, flush_every=30_000)
+    for t, text in posts:
+        tr.update(t, text)
+    for n in (1, 3, 5):
+        want, alive = lives_rates(posts, n, grace=7)
+        assert_series_equal(tr.series(n), want)
+        assert tr.tracked(n) == len(alive)  # everything older was dropped
+    snap = tr.snapshot()
+    d = snap.details["ngrams"]
+    assert d["report_day"] == day_label(day_index(posts[-1][0]) - 7)
+    assert d["bytes_per_tracked_ngram"] == pytest.approx(BYTES_PER_NGRAM)
+    assert snap.value("ngrams_tracked", n="5") == tr.tracked(5)
+    json.dumps(snap.as_dict(), allow_nan=False)
+
+
+def test_order_within_lateness_does_not_matter_for_the_paper_rule(posts) -> None:
+    """Shuffle the busiest two days, and hold some posts back to after the next day's."""
+    busy = [p for p in posts if day_label(day_index(p[0])) in ("2026-01-30", "2026-01-31")]
+    rng = random.Random(0)
+    shuffled = busy[:]
+    rng.shuffle(shuffled)
+    tr = NgramTracker(grace_days=None, flush_every=10_000)
+    for t, text in shuffled:
+        tr.update(t, text)
+    for n in (1, 2, 4):
+        assert_series_equal(tr.series(n), paper_rates(busy, n))
+
+
+def test_gauges_late_events_and_settled_days() -> None:
+    t0 = datetime(2026, 2, 1, 12, tzinfo=UTC)
+    tr = NgramTracker(max_n=2, grace_days=2, lateness_days=1)
+    for i, text in enumerate(["alpha beta", "alpha beta gamma", "beta gamma", "delta", "delta"]):
+        tr.update(t0 + timedelta(days=i), text)
+    tr.update(t0 + timedelta(days=1), "too late")  # current is day 4, lateness 1
+    assert tr.late_total == 1
+    snap = tr.snapshot()
+    s = {r["day"]: r for r in tr.series(1)}
+    assert snap.details["ngrams"]["report_day"] == "2026-02-03"
+    assert [r["settled"] for r in s.values()] == [True, True, True, False, False]
+    # 2026-02-03: active = beta (02-01..03), gamma (02-02..03): no birth; died on 02-02: alpha
+    assert s["2026-02-03"]["active"] == 2
+    assert snap.value("ngram_birth_rate", n="1") == 0.0
+    assert snap.value("ngram_death_rate", n="1") == pytest.approx(1 / 3)
+    assert snap.value("ngram_birth_rate_mean") == pytest.approx(
+        (0.0 + snap.value("ngram_birth_rate", n="2")) / 2)
+    # alpha (last 02-02) may still continue its life while 02-02 + grace >= watermark
+    assert tr.tracked(1) == 4
+    tr.expire(t0 + timedelta(days=5))  # watermark 02-05: alpha can no longer change
+    assert tr.tracked(1) == 3  # beta, gamma, delta
+    with pytest.raises(ValueError):
+        NgramTracker(grace_days=0, lateness_days=1)
+
+
+def test_tokeniser_options() -> None:
+    assert tokenize("Don't STOP www.x.io/a", tokenizer="treebank", lowercase=False) == [
+        "Do", "n't", "STOP"]
+    assert tokenize("Don't", tokenizer="wordpunct") == ["don", "'", "t"]
