@@ -33,10 +33,11 @@ tables hold only the n-grams of the last G + lateness days. Occurrences are buff
 in vectorised batches (at each day change, every ``flush_every`` occurrences and on snapshot);
 births and deaths are kept as per-day counters, so finished n-grams leave no trace but counts.
 
-Multi-worker: births/deaths need each n-gram's whole history in one place. Partition the token
-stream by n-gram id is possible, but the simple route is one reducer: per-partition agents send
-(day, text) to a single-partition topic consumed by this tracker (tens of thousands of posts a
-second, see bench/bench_society.py).
+Multi-worker: births and deaths need each n-gram's whole history in one place, and the per-day
+counters are only additive between trackers that own disjoint n-grams. So either one reducer
+consumes (time, text) from a single-partition topic (this tracker handles thousands of posts a
+second, see bench/bench_society.py), or the work is sharded by n-gram id and the reducer adds
+the shards' per-day birth/death counters; the first is what the integrator should wire.
 
 >>> from datetime import datetime, timezone
 >>> tr = NgramTracker(max_n=2, grace_days=None)
