@@ -1,0 +1,704 @@
+"""Influence in the interaction graph: incremental PageRank on the sliding window, exact
+PageRank per day and cumulatively, and the concentration measures of Li et al. (A3).
+
+**Incremental Monte-Carlo PageRank** (:class:`MonteCarloPageRank`), after Bahmani, Chowdhury
+and Goel (VLDB 2010). Every node keeps ``R`` stored random walks starting at it; at each visit
+a walk stops with probability ``1 - alpha`` (0.15), else moves along an out-edge chosen with
+probability proportional to its weight. ``networkx.pagerank`` (personalization and dangling
+distribution uniform) sends the mass of a dangling node uniformly over all nodes; that jump
+lands exactly where a reset lands, so a walk reaching a dangling node simply *ends* there (the
+chain regenerates in the same uniform law). By the renewal argument the visit frequencies
+``X_v / sum(X)`` then estimate networkx's PageRank, dangling nodes included.
+
+Edge changes arrive in batches (the window's net weight changes since the last refresh). For
+each node ``u`` whose out-distribution changed from ``P_old`` to ``P_new``, every stored step
+``u -> x`` is kept with probability ``min(1, P_new(x)/P_old(x))`` and otherwise redrawn from the
+residual ``(P_new - P_old)+``: the maximal coupling, so each step follows ``P_new`` exactly. A
+redrawn walk regenerates its tail on the new graph; a walk that ended because ``u`` was
+dangling continues with probability ``alpha`` once ``u`` has out-edges; nodes that leave the
+window lose their walks, new nodes get ``R`` fresh ones. Work per batch is proportional to the
+stored visits at the changed nodes, never to the whole graph.
+
+The estimate is then refined by ``smooth_steps`` applications of the PageRank operator
+``p -> alpha (P^T p + dangling(p)/n) + (1 - alpha)/n`` (one vectorised pass over the window's
+edge arrays each): the operator contracts L1 error by ``alpha`` and averages the independent
+walk noise over in-neighbours. Measured against ``networkx.pagerank`` (tests, bench): with
+``R = 8`` and 2 steps, L1 about 0.01 on a 100k-edge synthetic window (raw walks alone: 0.04),
+and <= 0.02 on the real threads; top-10 sets agree. Note networkx itself stops at an L1 change
+below ``n * 1e-6`` (about 0.007 from the fixed point at 20k nodes).
+
+Memory: ``R * n * E[walk length]`` stored visits (E <= 1/0.15 = 6.7; about 4.3 on the
+synthetic window), each held twice (in its walk and in the per-node visit index), plus one
+slot per window edge; so linear in nodes (times R) and in window edges.
+
+>>> mc = MonteCarloPageRank(walks_per_node=64, seed=1)
+>>> mc.apply({("a", "b"): 2, ("b", "c"): 1, ("c", "a"): 1, ("d", "c"): 1})
+>>> exact = pagerank_exact({("a", "b"): 2, ("b", "c"): 1, ("c", "a"): 1, ("d", "c"): 1})
+>>> est = mc.scores()
+>>> sum(abs(est[k] - exact[k]) for k in exact) < 0.02
+True
+>>> largest_gap_cut([0.4, 0.35, 0.1, 0.08, 0.07])
+2
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from itertools import accumulate
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from streams.events import CommentEvent, PostEvent, VoteEvent
+from streams.state.base import Sample, Snapshot
+from streams.state.graph import Interaction, InteractionGraph, Pair
+
+TOP_KS = (1, 3, 5, 10)
+
+
+# ----------------------------------------------------------------------------------------------
+# exact reference and concentration measures
+# ----------------------------------------------------------------------------------------------
+def pagerank_exact(weights: Mapping[Pair, float], alpha: float = 0.85,
+                   tol: float = 1e-10, max_iter: int = 1000) -> dict[str, float]:
+    """Power-iteration PageRank with networkx's semantics (uniform teleport and dangling
+    redistribution, weighted out-edges), iterated to an L1 change below ``tol``."""
+    names = sorted({u for u, _ in weights} | {v for _, v in weights})
+    n = len(names)
+    if n == 0:
+        return {}
+    idx = {a: i for i, a in enumerate(names)}
+    src = np.fromiter((idx[u] for u, _ in weights), np.int64, len(weights))
+    dst = np.fromiter((idx[v] for _, v in weights), np.int64, len(weights))
+    w = np.fromiter(weights.values(), np.float64, len(weights))
+    outw = np.bincount(src, weights=w, minlength=n)
+    m = sp.csr_matrix((w / outw[src], (dst, src)), shape=(n, n))  # P^T
+    dangling = outw == 0
+    p = np.full(n, 1.0 / n)
+    for _ in range(max_iter):
+        new = alpha * (m @ p) + (alpha * p[dangling].sum() + 1.0 - alpha) / n
+        done = np.abs(new - p).sum() < tol
+        p = new
+        if done:
+            break
+    return dict(zip(names, p.tolist(), strict=True))
+
+
+def top_mass(values_desc: Sequence[float], ks: Sequence[int] = TOP_KS) -> dict[int, float]:
+    """PageRank mass held by the top k agents (values sorted descending)."""
+    csum = np.cumsum(np.asarray(values_desc, dtype=float))
+    return {k: float(csum[min(k, len(csum)) - 1]) if len(csum) else 0.0 for k in ks}
+
+
+def largest_gap_cut(values_desc: Sequence[float]) -> int:
+    """Li et al.'s super-node rule: k* = argmax_i (PR_i - PR_(i+1)) over the sorted values;
+    the top k* agents are super-nodes (first maximum on ties; k* = n below two agents)."""
+    v = np.asarray(values_desc, dtype=float)
+    if len(v) < 2:
+        return len(v)
+    return int(np.argmax(v[:-1] - v[1:])) + 1
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return 1.0 if not a and not b else len(a & b) / len(a | b)
+
+
+def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:
+    """Agents by descending score (ties by name, so the order is deterministic)."""
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+# ----------------------------------------------------------------------------------------------
+# incremental Monte-Carlo PageRank
+# ----------------------------------------------------------------------------------------------
+class MonteCarloPageRank:
+    """PageRank of a changing weighted digraph, kept current from batches of weight changes.
+
+    ``walks_per_node`` (R), ``alpha`` (continue probability, networkx's 0.85),
+    ``smooth_steps`` (operator refinements applied to the estimate), ``seed``.
+    """
+
+    def __init__(self, walks_per_node: int = 8, alpha: float = 0.85, smooth_steps: int = 2,
+                 seed: int | None = 0) -> None:
+        if walks_per_node < 1 or not 0.0 < alpha < 1.0 or smooth_steps < 0:
+            raise ValueError("need walks_per_node >= 1, 0 < alpha < 1, smooth_steps >= 0")
+        self.r = walks_per_node
+        self.alpha = alpha
+        self.smooth_steps = smooth_steps
+        self._rng = random.Random(seed)
+        self._np = np.random.default_rng(seed)
+        # nodes (ids are recycled so arrays stay as large as the window, not the history)
+        self._id: dict[str, int] = {}
+        self._name: list[str | None] = []
+        self._free: list[int] = []
+        self._out: list[dict[int, int]] = []
+        self._outw: list[int] = []
+        self._deg: list[int] = []  # distinct incident edges; a node lives while > 0
+        self._starts: list[list[int]] = []  # walk ids starting at each node
+        self._visits: list[dict[int, int]] = []  # walk id -> visits, per node
+        self._x: list[int] = []  # visits per node
+        self._sampler: dict[int, tuple[list[int], list[int]]] = {}
+        # walks
+        self._walks: list[list[int] | None] = []
+        self._dangling_end = bytearray()
+        self._walk_free: list[int] = []
+        # edge slots for the vectorised refinement
+        self._slot: dict[tuple[int, int], int] = {}
+        self._slot_free: list[int] = []
+        self._es = np.zeros(0, np.int64)
+        self._ed = np.zeros(0, np.int64)
+        self._ew = np.zeros(0, np.float64)
+        self.rerouted_total = 0
+
+    # -- public ------------------------------------------------------------------------------
+    @property
+    def n_nodes(self) -> int:
+        return len(self._id)
+
+    @property
+    def n_edges(self) -> int:
+        return len(self._slot)
+
+    @property
+    def n_visits(self) -> int:
+        return sum(self._x)
+
+    def apply(self, delta: Mapping[Pair, int]) -> None:
+        """Apply one batch of net edge-weight changes ``{(src, dst): +/-units}``."""
+        old: dict[int, tuple[dict[int, int], int]] = {}
+        touched: set[int] = set()
+        for (a, b), d in delta.items():
+            if d == 0 or a == b:
+                continue
+            u, v = self._node(a), self._node(b)
+            touched.update((u, v))
+            if u not in old:
+                old[u] = (dict(self._out[u]), self._outw[u])
+            self._set_weight(u, v, self._out[u].get(v, 0) + d)
+            self._outw[u] += d
+        removed = [u for u in touched if self._deg[u] == 0]
+        for u in removed:
+            for w in self._starts[u]:
+                self._kill(w)
+            self._starts[u] = []
+        # decide on the old paths first (independent coins per stored step), then act once per
+        # walk at its earliest re-drawn position, so no fresh tail is ever coupled again
+        first: dict[int, int] = {}
+        for u, (out_old, old_w) in old.items():
+            if self._deg[u]:
+                self._decide(u, out_old, old_w, first)
+        residual: dict[int, tuple[list[int], list[float]]] = {}
+        for w, pos in first.items():
+            self._redraw(w, pos, old, residual)
+        for u in removed:
+            self._release(u)
+        for u in touched:
+            if self._deg[u] and not self._starts[u]:
+                self._starts[u] = [self._new_walk(u) for _ in range(self.r)]
+
+    def vector(self) -> tuple[list[str], np.ndarray]:
+        """(agent names, PageRank estimates) over the live nodes."""
+        alive = np.fromiter((d > 0 for d in self._deg), bool, len(self._deg))
+        if not alive.any():
+            return [], np.zeros(0)
+        p = np.asarray(self._x, dtype=np.float64)
+        p /= p.sum()
+        if self.smooth_steps:
+            n = int(alive.sum())
+            outw = np.asarray(self._outw, dtype=np.float64)
+            dangling = alive & (outw == 0)
+            coef = np.divide(self._ew, outw[self._es], out=np.zeros_like(self._ew),
+                             where=self._ew > 0)
+            for _ in range(self.smooth_steps):
+                moved = np.bincount(self._ed, weights=coef * p[self._es], minlength=len(p))
+                p = self.alpha * moved + (self.alpha * p[dangling].sum() + 1 - self.alpha) / n
+                p[~alive] = 0.0
+        ids = np.flatnonzero(alive)
+        return [self._name[i] for i in ids], p[ids]  # type: ignore[misc]
+
+    def scores(self) -> dict[str, float]:
+        names, p = self.vector()
+        return dict(zip(names, p.tolist(), strict=True))
+
+    # -- nodes and edges ---------------------------------------------------------------------
+    def _node(self, name: str) -> int:
+        u = self._id.get(name)
+        if u is not None:
+            return u
+        if self._free:
+            u = self._free.pop()
+            self._name[u] = name
+        else:
+            u = len(self._name)
+            self._name.append(name)
+            self._out.append({})
+            self._outw.append(0)
+            self._deg.append(0)
+            self._starts.append([])
+            self._visits.append({})
+            self._x.append(0)
+        self._id[name] = u
+        return u
+
+    def _release(self, u: int) -> None:
+        del self._id[self._name[u]]  # type: ignore[arg-type]
+        self._name[u] = None
+        self._free.append(u)
+
+    def _set_weight(self, u: int, v: int, w: int) -> None:
+        if w < 0:
+            raise ValueError("edge weight would go negative: expiry of an edge never added")
+        self._sampler.pop(u, None)
+        slot = self._slot.get((u, v))
+        if w == 0:
+            del self._out[u][v]
+            self._deg[u] -= 1
+            self._deg[v] -= 1
+            self._ew[slot] = 0.0
+            self._slot_free.append(slot)  # type: ignore[arg-type]
+            del self._slot[(u, v)]
+            return
+        if slot is None:
+            self._deg[u] += 1
+            self._deg[v] += 1
+            slot = self._slot_free.pop() if self._slot_free else self._grow_slots()
+            self._slot[(u, v)] = slot
+            self._es[slot], self._ed[slot] = u, v
+        self._out[u][v] = w
+        self._ew[slot] = float(w)
+
+    def _grow_slots(self) -> int:
+        n = len(self._es)
+        size = max(64, 2 * n)
+        self._es = np.concatenate([self._es, np.zeros(size - n, np.int64)])
+        self._ed = np.concatenate([self._ed, np.zeros(size - n, np.int64)])
+        self._ew = np.concatenate([self._ew, np.zeros(size - n, np.float64)])
+        self._slot_free.extend(range(size - 1, n, -1))
+        return n
+
+    # -- walks -------------------------------------------------------------------------------
+    def _table(self, u: int) -> tuple[list[int], list[int]]:
+        """Out-neighbours of ``u`` and cumulative weights, cached until ``u``'s edges change."""
+        table = self._sampler.get(u)
+        if table is None:
+            out = self._out[u]
+            table = self._sampler[u] = (list(out), list(accumulate(out.values())))
+        return table
+
+    def _step(self, u: int) -> int:
+        dsts, cums = self._table(u)
+        return dsts[bisect.bisect_right(cums, self._rng.random() * cums[-1])]
+
+    def _run(self, w: int, path: list[int], node: int) -> None:
+        """Extend walk ``w`` from ``node`` (its next visit) until it stops."""
+        rnd, alpha, sampler = self._rng.random, self.alpha, self._sampler
+        outw, x, visits, bisect_right = self._outw, self._x, self._visits, bisect.bisect_right
+        while True:
+            path.append(node)
+            x[node] += 1
+            vis = visits[node]
+            vis[w] = vis.get(w, 0) + 1
+            if outw[node] == 0:
+                self._dangling_end[w] = 1
+                return
+            r = rnd()
+            if r >= alpha:
+                self._dangling_end[w] = 0
+                return
+            # given r < alpha, r / alpha is again uniform: it picks the out-edge
+            dsts, cums = sampler.get(node) or self._table(node)
+            node = dsts[bisect_right(cums, r / alpha * cums[-1])] if len(dsts) > 1 else dsts[0]
+
+    def _new_walk(self, start: int) -> int:
+        if self._walk_free:
+            w = self._walk_free.pop()
+        else:
+            w = len(self._walks)
+            self._walks.append(None)
+            self._dangling_end.append(0)
+        path: list[int] = []
+        self._walks[w] = path
+        self._run(w, path, start)
+        return w
+
+    def _drop_tail(self, w: int, path: list[int], keep: int) -> None:
+        for node in path[keep:]:
+            self._x[node] -= 1
+            vis = self._visits[node]
+            if vis[w] == 1:
+                del vis[w]
+            else:
+                vis[w] -= 1
+        del path[keep:]
+
+    def _kill(self, w: int) -> None:
+        path = self._walks[w]
+        assert path is not None
+        self._drop_tail(w, path, 0)
+        self._walks[w] = None
+        self._walk_free.append(w)
+
+    def _decide(self, u: int, out_old: dict[int, int], old_w: int, first: dict[int, int]) -> None:
+        """Mark the stored steps out of ``u`` that the maximal coupling re-draws.
+
+        A step ``u -> x`` is re-drawn with probability rho(x) = 1 - P_new(x)/P_old(x) (if > 0).
+        Few such x (typically an expiring edge): only walks visiting both ``u`` and ``x`` can
+        hold the step. Many (new weight at ``u`` lowers every other edge): thin all visits at
+        ``u`` with rho_max, then accept with rho(x)/rho_max. Either way the work is the
+        number of candidate steps, not the number of walks through ``u``.
+        """
+        visits = self._visits[u]
+        if old_w == 0:  # u was dangling: walks that ended here may now go on
+            if self._outw[u]:
+                for w in visits:
+                    if self._walks[w][-1] == u and self._dangling_end[w]:  # type: ignore[index]
+                        self._mark(first, w, len(self._walks[w]) - 1)  # type: ignore[arg-type]
+            return
+        new_w, out_new = self._outw[u], self._out[u]
+        rho: dict[int, float] = {}
+        for x, wx in out_old.items():
+            r = 1.0 - (out_new.get(x, 0) * old_w) / (wx * new_w) if new_w else 1.0
+            if r > 0:
+                rho[x] = r
+        if not rho:
+            return
+        rnd = self._rng.random
+        if len(rho) <= 4:
+            for x, r in rho.items():
+                for w in visits.keys() & self._visits[x].keys():
+                    path = self._walks[w]
+                    assert path is not None
+                    i = path.index(u)
+                    while True:
+                        if i + 1 < len(path) and path[i + 1] == x and rnd() < r:
+                            self._mark(first, w, i)
+                            break
+                        try:
+                            i = path.index(u, i + 1)
+                        except ValueError:
+                            break
+            return
+        rmax = max(rho.values())
+        total = self._x[u]
+        picks = int(self._np.binomial(total, rmax))
+        if not picks:
+            return
+        items = list(visits.items())
+        cum = list(accumulate(c for _, c in items))
+        for j in sorted(self._rng.sample(range(total), picks)):
+            k = bisect.bisect_right(cum, j)
+            w, occurrence = items[k][0], j - (cum[k - 1] if k else 0)
+            path = self._walks[w]
+            assert path is not None
+            i = path.index(u)
+            for _ in range(occurrence):
+                i = path.index(u, i + 1)
+            if i + 1 < len(path):
+                r = rho.get(path[i + 1], 0.0)
+                if r >= rmax or rnd() * rmax < r:
+                    self._mark(first, w, i)
+
+    @staticmethod
+    def _mark(first: dict[int, int], w: int, pos: int) -> None:
+        if pos < first.get(w, pos + 1):
+            first[w] = pos
+
+    def _redraw(self, w: int, pos: int, old: dict[int, tuple[dict[int, int], int]],
+                residual: dict[int, tuple[list[int], list[float]]]) -> None:
+        """Cut walk ``w`` after ``pos`` and regenerate its tail on the new graph."""
+        path = self._walks[w]
+        assert path is not None
+        u = path[pos]
+        self.rerouted_total += 1
+        if pos == len(path) - 1:  # ended at a formerly dangling node
+            self._dangling_end[w] = 0
+            if self._rng.random() < self.alpha:
+                self._run(w, path, self._step(u))
+            return
+        self._drop_tail(w, path, pos + 1)
+        if self._outw[u] == 0:  # u became dangling: the walk now ends here
+            self._dangling_end[w] = 1
+            return
+        self._run(w, path, self._residual_step(u, old, residual))
+
+    def _residual_step(self, u: int, old: dict[int, tuple[dict[int, int], int]],
+                       residual: dict[int, tuple[list[int], list[float]]]) -> int:
+        table = residual.get(u)
+        if table is None:
+            out_old, old_w = old[u]
+            new_w = self._outw[u]
+            dsts, cums, c = [], [], 0.0
+            for v, wv in self._out[u].items():
+                r = wv / new_w - out_old.get(v, 0) / old_w
+                if r > 0:
+                    c += r
+                    dsts.append(v)
+                    cums.append(c)
+            table = residual[u] = (dsts, cums)
+        dsts, cums = table
+        return dsts[min(bisect.bisect_right(cums, self._rng.random() * cums[-1]), len(dsts) - 1)]
+
+
+# ----------------------------------------------------------------------------------------------
+# the engine
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class InfluenceConfig:
+    """Settings of :class:`InfluenceEngine` (defaults in brackets).
+
+    window [24 h] and step [5 min]: the sliding window and how often it advances (PageRank
+    refresh, super-nodes, turnover); walks_per_node [8], smooth_steps [2], alpha [0.85], seed;
+    retain_days [3]: raw per-day graphs kept (older days keep only their summary);
+    cumulative_every [1 h]: how often the exact cumulative PageRank is recomputed;
+    top_n [20]: length of the top-k lists; history [500]: agents kept in the super-node
+    history; days_kept [400]: per-day summaries kept.
+    """
+
+    window: timedelta = timedelta(hours=24)
+    step: timedelta = timedelta(minutes=5)
+    walks_per_node: int = 8
+    smooth_steps: int = 2
+    alpha: float = 0.85
+    seed: int | None = 0
+    retain_days: int = 3
+    cumulative_every: timedelta = timedelta(hours=1)
+    top_n: int = 20
+    history: int = 500
+    days_kept: int = 400
+
+
+@dataclass(slots=True)
+class _Summary:
+    """Concentration summary of one graph's PageRank."""
+
+    nodes: int
+    edges: int
+    top_mass: dict[int, float]
+    supernodes: list[str]
+    top: list[tuple[str, float]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "edges": self.edges,
+                "top_mass": {str(k): v for k, v in self.top_mass.items()},
+                "supernodes": self.supernodes,
+                "top": [{"agent": a, "pagerank": p} for a, p in self.top]}
+
+
+def summarise(scores: Mapping[str, float], edges: int, top_n: int = 20) -> _Summary:
+    order = ranked(scores)
+    values = [p for _, p in order]
+    k = largest_gap_cut(values)
+    return _Summary(len(order), edges, top_mass(values), [a for a, _ in order[:k]],
+                    order[:top_n])
+
+
+@dataclass(slots=True)
+class _Persistence:
+    first_seen: datetime
+    last_seen: datetime
+    windows: int = 0
+    streak_start: datetime | None = None
+    longest_seconds: float = 0.0
+
+
+class InfluenceEngine:
+    """PageRank, top-k mass and super-nodes of the window, of each day and of the cumulative
+    graph; super-node turnover (Jaccard between consecutive windows and consecutive days) and
+    persistence. Feed events with :meth:`update` (or reducer facts with :meth:`add`) and drive
+    time with :meth:`expire`; the window advances (and PageRank refreshes) every ``step``.
+    """
+
+    def __init__(self, config: InfluenceConfig | None = None,
+                 graph: InteractionGraph | None = None) -> None:
+        self.config = cfg = config or InfluenceConfig()
+        self.graph = graph or InteractionGraph(cfg.window, cfg.retain_days)
+        self.pagerank = MonteCarloPageRank(cfg.walks_per_node, cfg.alpha, cfg.smooth_steps,
+                                           cfg.seed)
+        self._next_step: float | None = None
+        self._window: _Summary | None = None
+        self._window_scores: dict[str, float] = {}
+        self._window_rank: dict[str, int] = {}
+        self._window_time: datetime | None = None
+        self._turnover: float | None = None
+        self._cum: _Summary | None = None
+        self._cum_scores: dict[str, float] = {}
+        self._cum_rank: dict[str, int] = {}
+        self._cum_due: float = -math.inf
+        self._days: dict[date, dict[str, Any]] = {}  # closed days' summaries
+        self._open_cache: dict[date, tuple[int, _Summary]] = {}
+        self._persist: dict[str, _Persistence] = {}
+        self._streaks_total = 0
+        self._streak_seconds_sum = 0.0
+        self.refreshes_total = 0
+
+    # -- ingestion ---------------------------------------------------------------------------
+    def update(self, event: CommentEvent | PostEvent | VoteEvent) -> Interaction | None:
+        return self.graph.update(event)
+
+    def add(self, edge: Interaction) -> None:
+        self.graph.add(edge)
+
+    def expire(self, now: datetime) -> None:
+        """Advance event time; refresh the window at each ``step`` boundary passed."""
+        for d, weights in self.graph.expire(now).items():
+            self._close_day(d, weights)
+        ts, step = now.timestamp(), self.config.step.total_seconds()
+        if self._next_step is None:
+            self._next_step = (ts // step + 1) * step
+        elif ts >= self._next_step:
+            self.refresh(now)
+            self._next_step = (ts // step + 1) * step
+
+    def refresh(self, now: datetime | None = None) -> None:
+        """Bring the window PageRank up to date and evaluate the window."""
+        now = now or self.graph.now or datetime.now(UTC)
+        self.pagerank.apply(self.graph.drain_delta())
+        self._window_scores = self.pagerank.scores()
+        summary = summarise(self._window_scores, len(self.graph.window), self.config.top_n)
+        if self._window is not None:
+            self._turnover = jaccard(set(self._window.supernodes), set(summary.supernodes))
+        self._track(summary.supernodes, now)
+        self._window, self._window_time = summary, now
+        self._window_rank = {a: i + 1 for i, (a, _) in enumerate(ranked(self._window_scores))}
+        if now.timestamp() >= self._cum_due:
+            self._cum_scores = pagerank_exact(self.graph.cumulative(), self.config.alpha)
+            self._cum = summarise(self._cum_scores, self.graph.cumulative_size()[1],
+                                  self.config.top_n)
+            self._cum_rank = {a: i + 1 for i, (a, _) in enumerate(ranked(self._cum_scores))}
+            self._cum_due = now.timestamp() + self.config.cumulative_every.total_seconds()
+        self.refreshes_total += 1
+
+    # -- days --------------------------------------------------------------------------------
+    def _day_summary(self, d: date, weights: Mapping[Pair, int]) -> _Summary:
+        n = sum(weights.values())
+        hit = self._open_cache.get(d)
+        if hit is None or hit[0] != n:
+            hit = (n, summarise(pagerank_exact(weights, self.config.alpha), len(weights),
+                                self.config.top_n))
+            self._open_cache[d] = hit
+        return hit[1]
+
+    def _close_day(self, d: date, weights: Mapping[Pair, int]) -> None:
+        self._days[d] = self._day_summary(d, weights).as_dict()
+        self._open_cache.pop(d, None)
+        while len(self._days) > self.config.days_kept:
+            del self._days[min(self._days)]
+
+    def daily(self) -> dict[str, dict[str, Any]]:
+        """Per-day summaries (closed and open days) with super-node turnover vs the day before."""
+        days = dict(self._days)
+        for d, weights in self.graph.days.items():
+            days[d] = self._day_summary(d, weights).as_dict()
+        out: dict[str, dict[str, Any]] = {}
+        prev: set[str] | None = None
+        prev_day: date | None = None
+        for d in sorted(days):
+            row = dict(days[d])
+            cur = set(row["supernodes"])
+            consecutive = prev_day is not None and (d - prev_day).days == 1
+            row["supernode_turnover_jaccard"] = (jaccard(prev, cur)
+                                                 if consecutive and prev is not None else None)
+            out[d.isoformat()] = row
+            prev, prev_day = cur, d
+        return out
+
+    # -- super-node persistence --------------------------------------------------------------
+    def _track(self, supernodes: list[str], now: datetime) -> None:
+        current = set(supernodes)
+        for agent, rec in self._persist.items():
+            if rec.streak_start is not None and agent not in current:
+                self._end_streak(rec)
+        for agent in current:
+            rec = self._persist.get(agent)
+            if rec is None:
+                rec = self._persist[agent] = _Persistence(now, now)
+            if rec.streak_start is None:
+                rec.streak_start = now
+            rec.last_seen = now
+            rec.windows += 1
+        if len(self._persist) > self.config.history:  # forget the longest-gone agents
+            idle = [(r.last_seen, a) for a, r in self._persist.items() if r.streak_start is None]
+            for _, agent in heapq.nsmallest(len(self._persist) - self.config.history, idle):
+                del self._persist[agent]
+
+    def _end_streak(self, rec: _Persistence) -> None:
+        assert rec.streak_start is not None
+        seconds = ((rec.last_seen - rec.streak_start).total_seconds()
+                   + self.config.step.total_seconds())
+        rec.longest_seconds = max(rec.longest_seconds, seconds)
+        self._streaks_total += 1
+        self._streak_seconds_sum += seconds
+        rec.streak_start = None
+
+    # -- output ------------------------------------------------------------------------------
+    def agent(self, name: str) -> dict[str, Any] | None:
+        """An agent's window and cumulative rank and PageRank, and its super-node record."""
+        if name not in self._window_rank and name not in self._cum_rank:
+            return None
+        rec = self._persist.get(name)
+        return {
+            "agent": name,
+            "window": ({"rank": self._window_rank[name], "pagerank": self._window_scores[name],
+                        "of": len(self._window_rank)} if name in self._window_rank else None),
+            "cumulative": ({"rank": self._cum_rank[name], "pagerank": self._cum_scores[name],
+                            "of": len(self._cum_rank)} if name in self._cum_rank else None),
+            "supernode": self._window is not None and name in self._window.supernodes,
+            "supernode_history": None if rec is None else self._persist_dict(rec),
+        }
+
+    def _persist_dict(self, rec: _Persistence) -> dict[str, Any]:
+        return {"first_seen": rec.first_seen.isoformat(), "last_seen": rec.last_seen.isoformat(),
+                "windows": rec.windows, "current_streak_since":
+                    rec.streak_start.isoformat() if rec.streak_start else None,
+                "longest_streak_seconds": rec.longest_seconds}
+
+    def snapshot(self) -> Snapshot:
+        samples: list[Sample] = []
+        days = self.daily()
+        graphs: dict[str, dict[str, Any]] = {}
+        if self._window is not None:
+            graphs["window"] = self._window.as_dict()
+        if days:
+            graphs["day"] = days[max(days)]
+        if self._cum is not None:
+            graphs["cumulative"] = self._cum.as_dict()
+        for g, s in graphs.items():
+            for k, v in s["top_mass"].items():
+                samples.append(Sample("pagerank_top_mass", v, (("graph", g), ("k", k)),
+                                      help="PageRank mass held by the top k agents"))
+            samples.append(Sample("supernodes", float(len(s["supernodes"])), (("graph", g),),
+                                  help="Agents above the largest PageRank gap"))
+        if self._turnover is not None:
+            samples.append(Sample("supernode_turnover_jaccard", self._turnover,
+                                  (("graph", "window"),),
+                                  help="Jaccard of super-nodes, consecutive windows"))
+        if days and days[max(days)]["supernode_turnover_jaccard"] is not None:
+            samples.append(Sample("supernode_turnover_jaccard",
+                                  days[max(days)]["supernode_turnover_jaccard"],
+                                  (("graph", "day"),)))
+        samples += [
+            Sample("supernode_streaks_total", float(self._streaks_total), kind="counter",
+                   help="Completed super-node streaks (consecutive windows)"),
+            Sample("supernode_streak_seconds_mean", self._streak_seconds_sum / self._streaks_total
+                   if self._streaks_total else 0.0, help="Mean completed super-node streak"),
+            Sample("pagerank_refreshes_total", float(self.refreshes_total), kind="counter"),
+            Sample("pagerank_walk_visits", float(self.pagerank.n_visits),
+                   help="Stored random-walk visits (memory of the window PageRank)"),
+        ]
+        details = {
+            "pagerank_window": None if self._window is None else
+            {**self._window.as_dict(), "time": self._window_time.isoformat()  # type: ignore[union-attr]
+             if self._window_time else None, "supernode_turnover_jaccard": self._turnover},
+            "pagerank_cumulative": None if self._cum is None else self._cum.as_dict(),
+            "pagerank_daily": days,
+            "supernode_history": {a: self._persist_dict(r) for a, r in self._persist.items()},
+        }
+        out = self.graph.snapshot()
+        return Snapshot.merge([out, Snapshot(samples, details)])
