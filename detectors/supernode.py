@@ -9,20 +9,24 @@ Super-nodes follow the published definition (metrics A3): sort PageRank descendi
 g_i = PR_i - PR_(i+1), k* = argmax g_i, the top k* agents. One snapshot is kept every
 ``sample_interval_s``; ``history`` of them are the baseline. An agent is reported when, for the
 last ``persist`` snapshots, its share is at least ``min_share`` and at least ``jump_ratio`` x its
-baseline share (median over the history, with an agent never seen counted at 1/N), and either
-it entered the super-node set without being in it during the history, or its share jumped by
-``strong_jump_ratio``. The evidence is its trajectory (time, share, rank, in the set or not).
+baseline share, and either it entered the super-node set without being in it during the
+baseline, or its share jumped by ``strong_jump_ratio``. The baseline is the median share over
+``history`` snapshots taken more than one graph window ago (disjoint graphs; an agent absent
+from a snapshot counts at 1/N). Influence means reach across conversations: the agent must have
+at least ``min_repliers`` distinct repliers and ``min_threads`` threads with at least
+``min_thread_replies`` replies each in the window; one viral post is a hot thread, not a
+super-node. The evidence is its trajectory (time, share, rank, in the set or not).
 
 Memory: ``history + persist`` snapshots of at most ``max_agents_tracked`` shares each, and the
 interaction edges of one ``graph_window_s`` when computing PageRank here.
 
->>> d = SupernodeDetector(SupernodeConfig(sample_interval_s=1, history=3, min_history=3,
-...                                       persist=1))
+>>> d = SupernodeDetector(SupernodeConfig(source="external", sample_interval_s=1,
+...     graph_window_s=1, history=3, min_history=3, persist=1, min_repliers=0, min_threads=0))
 >>> flat = {f"a{i}": 1 / 50 for i in range(50)}
->>> for t in range(3):
+>>> for t in range(4):
 ...     d.observe_pagerank(float(t), flat)
->>> d.observe_pagerank(3.0, {**{f"a{i}": 0.6 / 49 for i in range(1, 50)}, "a0": 0.4})
->>> [(f.key, f.evidence["share"]) for f in d.findings(3.0)]
+>>> d.observe_pagerank(4.0, {**{f"a{i}": 0.6 / 49 for i in range(1, 50)}, "a0": 0.4})
+>>> [(f.key, f.evidence["share"]) for f in d.findings(4.0)]
 [('agent:a0', 0.4)]
 """
 
@@ -56,14 +60,17 @@ def largest_gap_set(ranks: dict[str, float]) -> list[str]:
 @dataclass(frozen=True, slots=True)
 class SupernodeConfig:
     source: Literal["events", "external"] = "events"
-    graph_window_s: float = 3600.0
+    graph_window_s: float = 2 * 3600.0
     sample_interval_s: float = 300.0
     history: int = 12
     min_history: int = 6
     persist: int = 2
     min_share: float = 0.03
-    jump_ratio: float = 3.0
-    strong_jump_ratio: float = 6.0
+    jump_ratio: float = 5.0
+    strong_jump_ratio: float = 10.0
+    min_repliers: int = 50
+    min_threads: int = 4
+    min_thread_replies: int = 3
     min_agents: int = 20
     max_agents_tracked: int = 200
 
@@ -82,8 +89,12 @@ class SupernodeDetector:
 
     def __init__(self, config: SupernodeConfig | None = None) -> None:
         self.cfg = config or SupernodeConfig()
-        self._snaps: deque[_Snap] = deque(maxlen=self.cfg.history + self.cfg.persist)
-        self._edges: deque[tuple[float, str, str]] = deque()
+        # The baseline snapshots are older than one graph window: their graphs share no edge
+        # with the current one, so a jump is measured against a disjoint past.
+        self._gap = max(1, int(self.cfg.graph_window_s // self.cfg.sample_interval_s))
+        self._snaps: deque[_Snap] = deque(
+            maxlen=self.cfg.history + self._gap + self.cfg.persist)
+        self._edges: deque[tuple[float, str, str, str]] = deque()
         self._last_sample: float | None = None
         self._onset: dict[str, float] = {}
 
@@ -92,11 +103,12 @@ class SupernodeDetector:
             return
         target = event.reply_to or event.post_author
         if target and target != event.author:
-            self.observe_interaction(event.event_time.timestamp(), event.author, target)
+            self.observe_interaction(event.event_time.timestamp(), event.author, target,
+                                     event.post_id)
 
-    def observe_interaction(self, t: float, source: str, target: str) -> None:
-        """``source`` commented on or replied to ``target`` at ``t`` (epoch seconds)."""
-        self._edges.append((t, source, target))
+    def observe_interaction(self, t: float, source: str, target: str, thread: str = "") -> None:
+        """``source`` commented on or replied to ``target`` in ``thread`` at ``t`` (epoch s)."""
+        self._edges.append((t, source, target, thread))
 
     def observe_pagerank(self, now: float, ranks: dict[str, float]) -> None:
         """One PageRank vector (any scale: it is normalised to shares)."""
@@ -114,22 +126,41 @@ class SupernodeDetector:
 
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg
+        while self._edges and self._edges[0][0] < now - cfg.graph_window_s:
+            self._edges.popleft()
         if cfg.source == "events":
             self._sample_from_edges(now)
         snaps = list(self._snaps)
-        if len(snaps) < cfg.min_history + cfg.persist or snaps[-1].n_agents < cfg.min_agents:
+        if (len(snaps) < cfg.min_history + self._gap + cfg.persist
+                or snaps[-1].n_agents < cfg.min_agents):
             return []
-        base, recent = snaps[: -cfg.persist], snaps[-cfg.persist:]
+        base = snaps[: -(self._gap + cfg.persist)]
+        recent = snaps[-cfg.persist:]
+        reach = self._reach({*recent[-1].supernodes, *list(recent[-1].shares)[:5]})
         out: list[Finding] = []
-        for agent in recent[-1].supernodes | set(list(recent[-1].shares)[:5]):
-            f = self._judge(agent, base, recent)
+        for agent, (repliers, threads) in reach.items():
+            if repliers < cfg.min_repliers or threads < cfg.min_threads:
+                continue
+            f = self._judge(agent, base, recent, repliers, threads)
             if f is not None:
                 out.append(f)
         self._onset = {a: t for a, t in self._onset.items()
                        if any(f.key == f"agent:{a}" for f in out)}
         return out
 
-    def _judge(self, agent: str, base: list[_Snap], recent: list[_Snap]) -> Finding | None:
+    def _reach(self, agents: set[str]) -> dict[str, tuple[int, int]]:
+        """Distinct repliers, and threads with ``min_thread_replies`` replies, in the window."""
+        repliers: dict[str, set[str]] = {a: set() for a in agents}
+        threads: dict[str, dict[str, int]] = {a: {} for a in agents}
+        for _, s, t, thread in self._edges:
+            if t in repliers:
+                repliers[t].add(s)
+                threads[t][thread] = threads[t].get(thread, 0) + 1
+        k = self.cfg.min_thread_replies
+        return {a: (len(repliers[a]), sum(n >= k for n in threads[a].values())) for a in agents}
+
+    def _judge(self, agent: str, base: list[_Snap], recent: list[_Snap], repliers: int,
+               threads: int) -> Finding | None:
         cfg = self.cfg
         baseline = statistics.median(s.shares.get(agent, 1.0 / s.n_agents) for s in base)
         shares = [s.shares.get(agent, 0.0) for s in recent]
@@ -152,6 +183,7 @@ class SupernodeDetector:
                     "rank": last.ranks.get(agent), "baseline_share": round(baseline, 5),
                     "jump_ratio": round(ratio, 2), "entered_supernodes": entered,
                     "supernodes": sorted(last.supernodes), "agents_in_graph": last.n_agents,
+                    "repliers_in_window": repliers, "threads_in_window": threads,
                     "trajectory": trajectory}
         summary = (f"Emerging super-node {agent}: PageRank share {last.shares[agent]:.1%} "
                    f"vs baseline {baseline:.2%} ({ratio:.1f}x), rank {last.ranks.get(agent)}")
@@ -159,12 +191,10 @@ class SupernodeDetector:
                        score=last.shares[agent], labels={"agent": agent})
 
     def _sample_from_edges(self, now: float) -> None:
-        while self._edges and self._edges[0][0] < now - self.cfg.graph_window_s:
-            self._edges.popleft()
         if self._last_sample is not None and now - self._last_sample < self.cfg.sample_interval_s:
             return
         g = nx.DiGraph()
-        for _, s, t in self._edges:
+        for _, s, t, _thread in self._edges:
             w = g.get_edge_data(s, t, {"weight": 0})["weight"]
             g.add_edge(s, t, weight=w + 1)
         if g.number_of_nodes() >= 2:

@@ -9,11 +9,15 @@ of the text without any token that holds a digit, so ``Mint CLAW [4CACeeJC]`` an
 An entity surges when, in the current ``window_s``:
 
 - it has at least ``min_posts`` posts from at least ``min_accounts`` distinct agents;
-- its volume is at least ``trend_ratio`` x (its own baseline expectation + 1), the baseline being
-  its rate over the ``baseline_s`` before the window (a new entity has baseline 0);
 - at least ``min_coordination_share`` of those posts have a near-identical twin (word-set
   Jaccard >= ``near_dup_jaccard``) from a *different* agent within ``copost_s`` (60 s):
-  the coordination evidence that separates a campaign from an organic trend.
+  the coordination evidence that separates a campaign from an organic trend;
+- it is *novel* (first seen after the ``warmup_s`` and at most ``novel_s`` ago, within the
+  memory horizon), or else *established* and then its volume is at least ``trend_ratio`` x
+  (its own baseline expectation + 1), the baseline being its rate over up to ``baseline_s``
+  before the window, and the three bars above are raised by ``established_factor``
+  (coordination capped at 0.9). Text templates must be novel: a stock phrase that recurs all
+  day ("Great post!") clumps by chance and is background, not a campaign.
 
 The features that worked for coordinated campaigns on Twitter are reported as evidence:
 trendiness (this window over the previous one), volume, share of new accounts (known creation
@@ -67,7 +71,7 @@ _WORDS = re.compile(r"\w+")
 _OWN_HOSTS = ("moltbook.com", "www.moltbook.com")
 
 
-def extract_entities(text: str, min_template_words: int = 4) -> set[str]:
+def extract_entities(text: str, min_template_words: int = 8) -> set[str]:
     """Entity names (``kind:value``) in one text.
 
     >>> sorted(extract_entities('Minting $claw {"p":"mbc-20","tick":"CLAW"} https://mbc20.xyz/a?x=1'))
@@ -107,8 +111,10 @@ class SurgeConfig:
     copost_s: float = 60.0
     automation_s: float = 5.0
     new_account_age_s: float = 86400.0
-    warmup_s: float = 1800.0
-    min_template_words: int = 4
+    warmup_s: float = 3600.0
+    novel_s: float = 2 * 3600.0
+    established_factor: float = 2.0
+    min_template_words: int = 8
     max_entities: int = 200_000
     max_posts_per_entity: int = 200
     max_accounts_per_entity: int = 5_000
@@ -252,16 +258,22 @@ class SurgeDetector:
             if t <= w_start:
                 del e.accounts[a]
         ongoing = e.name in self._reported
-        scale = 0.5 if ongoing else 1.0  # hysteresis: an open incident holds at half the bar
+        start = self._start if self._start is not None else e.first_seen
+        novel = e.first_seen - start >= cfg.warmup_s and now - e.first_seen <= cfg.novel_s
+        if not (novel or ongoing) and e.name.startswith("text:"):
+            return None  # a recurring stock text is background, whatever its clumps
+        # hysteresis: an open incident holds at half the bar; an established entity needs more
+        scale = 0.5 if ongoing else 1.0 if novel else cfg.established_factor
         if count_w < cfg.min_posts * scale or len(e.accounts) < cfg.min_accounts * scale:
             return None
-        expected = base * cfg.window_s / cfg.baseline_s
-        if not ongoing and count_w < cfg.trend_ratio * (expected + 1.0):
+        observed = min(cfg.baseline_s, w_start - max(e.first_seen, start))
+        expected = base * cfg.window_s / max(observed, cfg.window_s)
+        if not (ongoing or novel) and count_w < cfg.trend_ratio * (expected + 1.0):
             return None
         posts = [p for p in e.posts if p.t > w_start]
         coordinated, automated, min_gap = self._coordination(posts)
         share = len(coordinated) / len(posts)
-        if share < cfg.min_coordination_share * scale:
+        if share < min(cfg.min_coordination_share * scale, 0.9):
             return None
         known = [p.new_account for p in posts if p.new_account is not None]
         return {
@@ -276,7 +288,7 @@ class SurgeDetector:
             "coordination_share": round(share, 3),
             "automated_posts": len(automated),
             "min_copost_gap_s": None if min_gap is None else round(min_gap, 3),
-            "first_seen": e.first_seen,
+            "first_seen": e.first_seen, "novel": novel,
         }
 
     def _coordination(self, posts: list[_Post]) -> tuple[set[int], set[int], float | None]:
