@@ -23,8 +23,23 @@ from service.producer import ensure_topics
 log = logging.getLogger(__name__)
 
 
-def _cli(*args: str) -> list[str]:
+def cli_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "service.cli", *args]
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that hands ``settings`` to a child process."""
+    env = dict(os.environ)
+    env.update({
+        "MOLTSCOPE_KAFKA_URL": settings.kafka_url,
+        "MOLTSCOPE_REDIS_URL": settings.redis_url,
+        "MOLTSCOPE_API_PORT": str(settings.api_port),
+        "MOLTSCOPE_TOPIC_PREFIX": settings.topic_prefix,
+        "MOLTSCOPE_PARTITIONS": str(settings.partitions),
+        "MOLTSCOPE_SNAPSHOT_INTERVAL_S": str(settings.snapshot_interval_s),
+        "HF_HUB_OFFLINE": "1",
+    })
+    return env
 
 
 class Stack:
@@ -34,15 +49,6 @@ class Stack:
         self.source = list(source) if source else None
         self.log_dir = log_dir or settings.embedded.data_dir / "logs"
         self.procs: list[ManagedProcess] = []
-
-    def env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["MOLTSCOPE_KAFKA_URL"] = self.settings.kafka_url
-        env["MOLTSCOPE_REDIS_URL"] = self.settings.redis_url
-        env["MOLTSCOPE_API_PORT"] = str(self.settings.api_port)
-        env["MOLTSCOPE_TOPIC_PREFIX"] = self.settings.topic_prefix
-        env["MOLTSCOPE_PARTITIONS"] = str(self.settings.partitions)
-        return env
 
     def _start(self, proc: ManagedProcess, timeout: float = 60.0) -> None:
         proc.start(timeout)
@@ -62,13 +68,13 @@ class Stack:
             s.kafka_url = f"kafka://127.0.0.1:{kafka_port}"
             s.redis_url = f"redis://127.0.0.1:{redis_port}/0"
         ensure_topics(s)
-        env = self.env()
-        self._start(ManagedProcess("worker", _cli("worker"), lambda: True,
+        env = settings_env(s)
+        self._start(ManagedProcess("worker", cli_argv("worker"), lambda: True,
                                    self.log_dir / "worker.log", env=env))
-        self._start(ManagedProcess("api", _cli("api"), lambda: port_open(s.api_port),
+        self._start(ManagedProcess("api", cli_argv("api"), lambda: port_open(s.api_port),
                                    self.log_dir / "api.log", env=env))
         if self.source:
-            self._start(ManagedProcess("source", _cli(*self.source), lambda: True,
+            self._start(ManagedProcess("source", cli_argv(*self.source), lambda: True,
                                        self.log_dir / "source.log", env=env))
 
     def stop(self) -> None:

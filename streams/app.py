@@ -61,7 +61,7 @@ def create_app(settings: Settings, *, store: MetricStore | None = None,
     """Build the app. ``store`` defaults to a Redis store at ``settings.redis_url``."""
     if store is None:
         store = MetricStore(redis.Redis.from_url(settings.redis_url),
-                            series_points=settings.series_points)
+                            prefix=settings.topic_prefix, series_points=settings.series_points)
     conf: dict[str, Any] = {
         "broker": settings.kafka_url,
         "store": "memory://",
