@@ -26,11 +26,17 @@ def _progress(total: int | None, unit: str, desc: str):  # type: ignore[no-untyp
                 disable=None)
 
 
-def _archive_items(paths: list[str], speed: float | None) -> Iterator[Event | DeadLetter]:
-    from service.sources.archive import open_archive, paced
+def _archive_items(paths: list[str], speed: float | None, desc: str
+                   ) -> Iterator[Event | DeadLetter]:
+    """Archive items in event-time order, with a bytes-read progress bar on stderr."""
+    from service.sources.archive import archive_size, open_archive, paced
 
-    items: Iterable[Event | DeadLetter] = open_archive(paths)
-    return iter(paced(items, speed)) if speed else iter(items)
+    bar = _progress(archive_size(paths), "B", desc)
+    try:
+        items: Iterable[Event | DeadLetter] = open_archive(paths, progress=bar.update)
+        yield from paced(items, speed) if speed else items
+    finally:
+        bar.close()
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -68,20 +74,16 @@ def cmd_api(args: argparse.Namespace) -> int:
     return 0
 
 
-def _publish(items: Iterable[Event | DeadLetter], desc: str) -> int:
-    from service.producer import KafkaSink, ensure_topics
+def _publish(items: Iterable[Event | DeadLetter]) -> int:
+    from service.producer import KafkaSink, ensure_topics, publish
 
     settings = get_settings()
     ensure_topics(settings)
     sink = KafkaSink(settings)
-    bar = _progress(None, "ev", desc)
     try:
-        for item in items:
-            sink.send(item)
-            bar.update(1)
+        publish(items, sink)
     finally:
         sink.close()
-        bar.close()
     log.info("published %d events and %d dead letters", sink.sent, sink.dead)
     return 0
 
@@ -92,20 +94,55 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"no such file or directory: {', '.join(missing)}", file=sys.stderr)
         return 2
     if args.report is None:
-        return _publish(_archive_items(args.paths, args.speed), "replay")
+        return _publish(_archive_items(args.paths, args.speed, "replay"))
     from streams.replay import replay
 
-    bar = _progress(None, "rec", "replay")
-    try:
-        result = replay(_archive_items(args.paths, None), progress=bar.update)
-    finally:
-        bar.close()
+    result = replay(_archive_items(args.paths, None, "replay"))
     report = result.report()
     report["input"]["paths"] = args.paths
     Path(args.report).write_text(json.dumps(report, indent=1, default=str))
     print(f"{result.pipeline.events} events ({result.duplicates} duplicates, "
           f"{sum(result.dead_letters.values())} dead letters) -> {args.report}")
     return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from service.sources.simulate import (
+        ScenarioSpec,
+        SimulationConfig,
+        Simulator,
+        parse_duration,
+        write_run,
+    )
+
+    try:
+        config = SimulationConfig(
+            seed=args.seed, agents=args.agents, posts_per_hour=args.posts_per_hour,
+            realtime=args.realtime,
+            duration=None if args.realtime and args.duration is None
+            else parse_duration(args.duration or "1d"),
+            max_events=args.max_events,
+            scenarios=tuple(ScenarioSpec.parse(s) for s in args.scenario),
+        )
+    except ValueError as exc:
+        print(f"moltscope simulate: {exc}", file=sys.stderr)
+        return 2
+    if args.out:
+        run = write_run(config, Path(args.out), raw=args.raw)
+        print(f"{run.count} records -> {run.data}; labels -> {run.labels}")
+        return 0
+    bar = _progress(config.max_events, "ev", "simulate")
+    sim = Simulator(config)
+
+    def counted() -> Iterator[Event]:
+        for ev in sim.events():
+            bar.update(1)
+            yield ev
+
+    try:
+        return _publish(counted())
+    finally:
+        bar.close()
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -141,6 +178,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--report", help="run offline (no Kafka) and write this JSON report")
     r.add_argument("--speed", type=float, help="pace: this many times the original speed")
     r.set_defaults(func=cmd_replay)
+
+    m = sub.add_parser("simulate", help="a synthetic society with planted scenarios")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--agents", type=int, default=2000)
+    m.add_argument("--posts-per-hour", type=float, default=600.0)
+    m.add_argument("--duration", help="simulated time, e.g. 6h or 1d (default 1d; "
+                   "endless with --realtime)")
+    m.add_argument("--max-events", type=int)
+    m.add_argument("--scenario", action="append", default=[],
+                   help="surge|supernode|burst|drift|collapse[:start=2h,duration=30m,"
+                   "intensity=80]; repeat for several")
+    m.add_argument("--realtime", action="store_true", help="event times are now, paced live")
+    m.add_argument("--out", help="write events.jsonl and labels.jsonl here instead of Kafka")
+    m.add_argument("--raw", action="store_true", help="with --out: raw Moltbook API answers")
+    m.set_defaults(func=cmd_simulate)
 
     s = sub.add_parser("schema", help="print the JSON Schema of a canonical event")
     s.set_defaults(func=cmd_schema)

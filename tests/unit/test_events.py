@@ -1,0 +1,30 @@
+"""The canonical event model and its published JSON Schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from streams.events import event_json_schema, parse_event
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_published_schema_is_current() -> None:
+    published = json.loads((ROOT / "docs" / "event.schema.json").read_text())
+    assert published == event_json_schema(), "regenerate: moltscope schema > docs/event.schema.json"
+
+
+@pytest.mark.parametrize("bad", [
+    '{"kind": "post"',                                   # not JSON
+    '{"kind": "post", "post_id": "p", "author": "a"}',   # no id, no times
+    '{"kind": "comment", "id": "comment:c", "event_time": "2026-02-01T00:00:00",'
+    ' "observed_at": "2026-02-01T00:00:00Z", "comment_id": "c", "post_id": "p", "author": "a"}',
+    '{"kind": "nope", "id": "x"}',
+])
+def test_invalid_events_are_refused(bad: str) -> None:
+    with pytest.raises(ValidationError):
+        parse_event(bad)
