@@ -1,0 +1,235 @@
+"""The dispatcher: groups alerts, then POSTs them to every webhook, in order, until delivered.
+
+Everything it has not yet delivered lives in Redis, so a restart (or a crash) loses nothing:
+
+- ``submit(alert)`` puts the alert in the pending group of every webhook that accepts it:
+  ``<p>:dq:pending:<hook>|<type>`` hash fingerprint -> alert JSON (a later transition of the
+  same incident replaces an earlier one still waiting), and schedules the group's flush in
+  ``<p>:dq:groups`` (sorted set by due time): ``group_wait_s`` after its first alert, and no
+  sooner than ``group_interval_s`` after the group's previous message. A storm of alerts of
+  one type becomes one message per group interval, not one per alert.
+- A due group becomes deliveries (at most ``max_alerts_per_message`` alerts each): the signed
+  body is stored in ``<p>:dq:deliveries`` and its id appended to the webhook's FIFO
+  ``<p>:dq:queue:<hook>``. Grouping and enqueueing happen in one MULTI/EXEC.
+- Each webhook's queue is sent head first: the next message waits until the head is
+  delivered, so a receiver sees messages in the order they were made. A failed attempt
+  (connection error, timeout, non-2xx) is retried with exponential backoff, jittered between
+  half and all of ``backoff_base_s * 2**(attempts-1)`` capped at ``backoff_max_s``; the next
+  attempt time is in ``<p>:dq:ready`` (sorted set). With the default cap of 60 s a receiver that was
+  down for an hour gets everything within about a minute of coming back. Only a message
+  older than ``max_age_s`` (default 7 days) is given up, moved to ``<p>:dq:dead:<hook>``.
+
+Delivery is at-least-once: a crash between a receiver's 2xx and the dequeue re-sends that
+message; ``X-Moltscope-Delivery`` is the same on every attempt so the receiver can drop it.
+One dispatcher process is assumed to drain a given prefix at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+import redis
+
+from detectors.alert import Alert
+from service.delivery.alertmanager import (
+    DELIVERY_HEADER,
+    SIGNATURE_HEADER,
+    encode,
+    payload,
+    sign,
+)
+from service.delivery.webhooks import WebhookRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatcherConfig:
+    group_wait_s: float = 1.0
+    group_interval_s: float = 10.0
+    max_alerts_per_message: int = 100
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+    max_age_s: float = 7 * 86400.0
+    timeout_s: float = 5.0
+    poll_s: float = 0.2
+    receiver: str = "moltscope"
+    external_url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    flushed: int = 0
+    delivered: int = 0
+    failed: int = 0
+    dead: int = 0
+
+
+class Dispatcher:
+    def __init__(self, client: redis.Redis, registry: WebhookRegistry, prefix: str = "moltscope",
+                 config: DispatcherConfig | None = None, *, clock: Callable[[], float] = time.time,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.r = client
+        self.registry = registry
+        self.cfg = config or DispatcherConfig()
+        self.clock = clock
+        self._rng = rng or random.Random()
+        self._transport = transport
+        p = f"{prefix}:dq"
+        self.k_groups, self.k_ready, self.k_deliveries = f"{p}:groups", f"{p}:ready", f"{p}:del"
+        self.k_pending, self.k_last = f"{p}:pending:", f"{p}:last"
+        self.k_queue, self.k_dead = f"{p}:queue:", f"{p}:dead:"
+
+    # ------------------------------------------------------------------ intake
+
+    def submit(self, alert: Alert) -> int:
+        """Queue one transition for every webhook that accepts it; returns how many."""
+        now = self.clock()
+        hooks = [h for h in self.registry.list() if h.accepts(alert)]
+        for hook in hooks:
+            group = f"{hook.id}|{alert.type}"
+            last = self.r.hget(self.k_last, group)
+            due = now + self.cfg.group_wait_s
+            if last is not None:
+                due = max(due, float(last) + self.cfg.group_interval_s)
+            pipe = self.r.pipeline()
+            pipe.hset(self.k_pending + group, alert.fingerprint, alert.model_dump_json())
+            pipe.zadd(self.k_groups, {group: due}, nx=True)
+            pipe.execute()
+        return len(hooks)
+
+    # ------------------------------------------------------------------ work
+
+    async def tick(self, client: httpx.AsyncClient) -> TickResult:
+        """Flush the due groups, then make one attempt at every webhook that is due."""
+        flushed = self._flush_due()
+        now = self.clock()
+        due = [h.decode() if isinstance(h, bytes) else h
+               for h in self.r.zrangebyscore(self.k_ready, "-inf", now)]
+        results = await asyncio.gather(*(self._drain(client, hook_id) for hook_id in due))
+        return TickResult(flushed, sum(r[0] for r in results), sum(r[1] for r in results),
+                          sum(r[2] for r in results))
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Work until ``stop`` is set (the worker's background task)."""
+        async with self.client() as client:
+            while not stop.is_set():
+                try:
+                    await self.tick(client)
+                except redis.RedisError:
+                    log.exception("dispatcher: Redis unavailable, retrying")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.cfg.poll_s)
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=self.cfg.timeout_s, transport=self._transport)
+
+    def backlog(self) -> dict[str, int]:
+        """Messages waiting per webhook (for health and tests)."""
+        out = {}
+        for hook in self.registry.list():
+            n = self.r.llen(self.k_queue + hook.id)
+            if n:
+                out[hook.id] = n
+        return out
+
+    def dead_letters(self, hook_id: str) -> list[dict]:
+        return [json.loads(x) for x in self.r.lrange(self.k_dead + hook_id, 0, -1)]
+
+    def _flush_due(self) -> int:
+        now = self.clock()
+        n = 0
+        for raw in self.r.zrangebyscore(self.k_groups, "-inf", now):
+            group = raw.decode() if isinstance(raw, bytes) else raw
+            hook_id, alert_type = group.split("|", 1)
+            pipe = self.r.pipeline()
+            pipe.hgetall(self.k_pending + group)
+            pipe.delete(self.k_pending + group)
+            pipe.zrem(self.k_groups, group)
+            pending = pipe.execute()[0]
+            alerts = sorted((Alert.model_validate_json(v) for v in pending.values()),
+                            key=lambda a: (a.updated_at, a.fingerprint))
+            hook = self.registry.get(hook_id)
+            if hook is None or not alerts:
+                continue
+            pipe = self.r.pipeline()  # MULTI/EXEC: all the group's messages or none
+            step = self.cfg.max_alerts_per_message
+            for i in range(0, len(alerts), step):
+                chunk = alerts[i:i + step]
+                body = encode(payload(chunk, receiver=self.cfg.receiver,
+                                      group_labels={"type": alert_type},
+                                      external_url=self.cfg.external_url))
+                delivery_id = uuid.uuid4().hex
+                record = {"id": delivery_id, "hook": hook_id, "created": now, "attempts": 0,
+                          "body": body.decode(), "signature": sign(body, hook.secret)}
+                pipe.hset(self.k_deliveries, delivery_id, json.dumps(record))
+                pipe.rpush(self.k_queue + hook_id, delivery_id)
+                n += 1
+            pipe.hset(self.k_last, group, now)
+            pipe.zadd(self.k_ready, {hook_id: now}, nx=True)
+            pipe.execute()
+        return n
+
+    async def _drain(self, client: httpx.AsyncClient, hook_id: str) -> tuple[int, int, int]:
+        """Send this webhook's queue head first until it is empty or an attempt fails."""
+        delivered = dead = 0
+        hook = self.registry.get(hook_id)
+        while True:
+            head = self.r.lindex(self.k_queue + hook_id, 0)
+            if head is None:
+                self.r.zrem(self.k_ready, hook_id)
+                return delivered, 0, dead
+            delivery_id = head.decode() if isinstance(head, bytes) else head
+            raw = self.r.hget(self.k_deliveries, delivery_id)
+            if raw is None or hook is None:  # webhook deleted: its backlog goes with it
+                self.r.lpop(self.k_queue + hook_id)
+                if raw is not None:
+                    self.r.hdel(self.k_deliveries, delivery_id)
+                continue
+            record = json.loads(raw)
+            ok = await self._post(client, hook.url, record)
+            now = self.clock()
+            if ok:
+                pipe = self.r.pipeline()
+                pipe.lpop(self.k_queue + hook_id)
+                pipe.hdel(self.k_deliveries, delivery_id)
+                pipe.execute()
+                delivered += 1
+                continue
+            record["attempts"] += 1
+            if now - record["created"] > self.cfg.max_age_s:
+                pipe = self.r.pipeline()
+                pipe.rpush(self.k_dead + hook_id, json.dumps(record))
+                pipe.lpop(self.k_queue + hook_id)
+                pipe.hdel(self.k_deliveries, delivery_id)
+                pipe.execute()
+                dead += 1
+                continue
+            delay = min(self.cfg.backoff_max_s,
+                        self.cfg.backoff_base_s * 2 ** (record["attempts"] - 1))
+            delay = self._rng.uniform(delay / 2, delay)  # jitter: spread retries of many hooks
+            pipe = self.r.pipeline()
+            pipe.hset(self.k_deliveries, delivery_id, json.dumps(record))
+            pipe.zadd(self.k_ready, {hook_id: now + delay})
+            pipe.execute()
+            return delivered, 1, dead
+
+    async def _post(self, client: httpx.AsyncClient, url: str, record: dict) -> bool:
+        headers = {"Content-Type": "application/json", SIGNATURE_HEADER: record["signature"],
+                   DELIVERY_HEADER: record["id"], "User-Agent": "moltscope-dispatcher"}
+        try:
+            resp = await client.post(url, content=record["body"].encode(), headers=headers)
+        except httpx.HTTPError as exc:
+            log.info("webhook %s: %s", url, exc)
+            return False
+        return 200 <= resp.status_code < 300
