@@ -26,8 +26,9 @@ lives already split.
 
 Bounded memory. N-grams are hashed to 64-bit ids (token ids from blake2b, combined by a
 polynomial rolling hash; collisions are ~n^2 / 2^65, about 1e-5 for 10^7 n-grams a table).
-Per n, a table sorted by id holds first and last day (int32) and an occurrence count capped at
-2 (uint8): 17 bytes a tracked n-gram (plus a transient copy while merging). N-grams are dropped
+Per n, a table sorted by id holds first and last day (uint16 days since 1970, good to 2149) and
+an occurrence count capped at 2 (uint8): 13 bytes a tracked n-gram (plus, while merging, a
+transient copy of one column). N-grams are dropped
 as soon as they can no longer change: unseen for more than G days (singletons included), so the
 tables hold only the n-grams of the last G + lateness days. Occurrences are buffered and merged
 in vectorised batches (at each day change, every ``flush_every`` occurrences and on snapshot);
@@ -67,7 +68,7 @@ from streams.state.base import Sample, Snapshot
 URL_RE = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
 _K = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier of the rolling hash
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-BYTES_PER_NGRAM = 8 + 4 + 4 + 1
+BYTES_PER_NGRAM = 8 + 2 + 2 + 1
 
 
 def tokenize(text: str, tokenizer: Literal["wordpunct", "treebank"] = "wordpunct",
@@ -109,8 +110,8 @@ class _Table:
 
     def __init__(self) -> None:
         self.keys = np.empty(0, np.uint64)
-        self.first = np.empty(0, np.int32)
-        self.last = np.empty(0, np.int32)
+        self.first = np.empty(0, np.uint16)
+        self.last = np.empty(0, np.uint16)
         self.count = np.empty(0, np.uint8)
 
     def __len__(self) -> int:
@@ -158,6 +159,8 @@ class NgramTracker:
     def update(self, when: datetime, text: str) -> None:
         """Add one text (post title + body, or comment) observed at event time ``when``."""
         d = day_index(when)
+        if not 0 <= d < 1 << 16:
+            raise ValueError(f"event day {when} outside 1970..2149 (uint16 day storage)")
         if self.current is None or d > self.current:
             self._flush()
             self.current = d
@@ -248,12 +251,11 @@ class NgramTracker:
         found[found] = t.keys[pos[found]] == uk[found]
         # existing n-grams: continue their life, or start a new one after a gap > G
         e = pos[found]
-        f0, l0, c0 = t.first[e], t.last[e], t.count[e]
-        bm, bM, bc = bmin[found], bmax[found], bcnt[found]
-        if self.grace_days is None:
-            cont = np.ones(len(e), bool)
-        else:
-            cont = bm.astype(np.int64) <= l0.astype(np.int64) + self.grace_days
+        f0, l0 = t.first[e].astype(np.int64), t.last[e].astype(np.int64)
+        c0 = t.count[e]
+        bm, bM, bc = bmin[found].astype(np.int64), bmax[found].astype(np.int64), bcnt[found]
+        grace = self.grace_days
+        cont = np.ones(len(e), bool) if grace is None else bm <= l0 + grace
         was_q = cont & (c0 >= 2)  # its counted (first, last) are about to move
         np.subtract.at(births, f0[was_q] - base, 1)
         np.subtract.at(deaths, l0[was_q] - base, 1)
@@ -266,7 +268,8 @@ class NgramTracker:
         t.first[e], t.last[e], t.count[e] = nf, nl, nc
         # new n-grams
         new = ~found
-        nk, nf, nl, nc = uk[new], bmin[new], bmax[new], bcnt[new]
+        nk, nc = uk[new], bcnt[new]
+        nf, nl = bmin[new].astype(np.int64), bmax[new].astype(np.int64)
         q = nc >= 2
         np.add.at(births, nf[q] - base, 1)
         np.add.at(deaths, nl[q] - base, 1)
