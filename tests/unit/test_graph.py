@@ -1,0 +1,97 @@
+"""Interaction graph vs plain recomputation from the raw JSON comment trees."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from service.sources.normalise import parse_time
+from streams.events import CommentEvent
+from streams.state.graph import Interaction, InteractionGraph, interaction_of
+from tests.unit.collective_data import raw_threads, thread_events
+
+
+def _name(node: dict) -> str | None:
+    a = node.get("author")
+    return a.get("name") if isinstance(a, dict) else None
+
+
+def batch_edges() -> list[tuple[str, str, datetime]]:
+    """Molt Dynamics' edges straight from the trees: commenter -> parent comment's author,
+    else post author; self-interactions and unknown ends dropped."""
+    out: list[tuple[str, str, datetime]] = []
+    seen: set[str] = set()
+
+    def walk(nodes: list, parent: str | None) -> None:
+        for c in nodes or []:
+            me = _name(c)
+            if c.get("id") not in seen and me and parent and me != parent:
+                out.append((me, parent, parse_time(c["created_at"])))  # type: ignore[arg-type]
+            seen.add(c.get("id"))
+            walk(c.get("replies") or [], me)
+
+    for answer in raw_threads():
+        walk(answer.get("comments") or [], _name(answer["post"]))
+    return out
+
+
+def test_days_and_cumulative_match_the_trees() -> None:
+    g = InteractionGraph(retain_days=10_000)
+    for e in thread_events():
+        g.update(e)
+    ref = batch_edges()
+    assert len(ref) > 200
+    assert g.interactions_total == len(ref)
+    by_day: dict[date, Counter] = {}
+    for s, d, t in ref:
+        by_day.setdefault(t.astimezone(UTC).date(), Counter())[(s, d)] += 1
+    assert {d: dict(c) for d, c in by_day.items()} == g.days
+    assert g.cumulative() == dict(sum(by_day.values(), Counter()))
+
+
+def test_window_matches_a_plain_filter_at_every_step() -> None:
+    width = timedelta(hours=24)
+    g = InteractionGraph(window=width)
+    ref = batch_edges()
+    events = [e for e in thread_events() if isinstance(e, CommentEvent)]
+    for e in events:
+        g.expire(e.event_time)
+        g.update(e)
+        now = e.event_time
+        want = Counter((s, d) for s, d, t in ref if now - width < t <= now)
+        assert g.window == dict(want)
+
+
+def test_self_loops_and_unknown_targets_are_dropped() -> None:
+    t = datetime(2026, 2, 1, tzinfo=UTC)
+    c = CommentEvent(id="comment:1", event_time=t, observed_at=t, comment_id="1", post_id="p",
+                     author="a", reply_to="a")
+    assert interaction_of(c) is None
+    assert interaction_of(c.model_copy(update={"reply_to": None})) is None
+    assert interaction_of(c.model_copy(update={"reply_to": "b"})) == Interaction("a", "b", t)
+
+
+def test_expiry_deltas_late_edges_and_day_eviction() -> None:
+    t0 = datetime(2026, 2, 1, tzinfo=UTC)
+    g = InteractionGraph(window=timedelta(hours=1), retain_days=1)
+    g.add(Interaction("a", "b", t0))
+    g.add(Interaction("a", "b", t0 + timedelta(minutes=30)))
+    assert g.drain_delta() == {("a", "b"): 2}
+    g.expire(t0 + timedelta(minutes=70))
+    assert g.drain_delta() == {("a", "b"): -1}
+    g.add(Interaction("c", "d", t0))  # arrives late: counts in its day, not in the window
+    assert g.late_total == 1 and ("c", "d") not in g.window
+    evicted = g.expire(t0 + timedelta(days=1, hours=2))
+    assert evicted == {date(2026, 2, 1): {("a", "b"): 2, ("c", "d"): 1}}
+    assert g.window == {} and g.drain_delta() == {("a", "b"): -1}
+    assert g.cumulative_weight("a", "b") == 2 and g.in_neighbours("b") == {"a"}
+    snap = g.snapshot()
+    assert snap.value("graph_edges", graph="cumulative") == 2.0
+    assert snap.value("graph_late_interactions_total") == 1.0
+
+
+def test_window_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        InteractionGraph(window=timedelta(0))

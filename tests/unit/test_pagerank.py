@@ -1,0 +1,215 @@
+"""PageRank engines vs networkx on the same graphs; concentration measures vs the published rules."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from streams.events import CommentEvent
+from streams.state.graph import Interaction, InteractionGraph, synthetic_interactions
+from streams.state.pagerank import (
+    InfluenceConfig,
+    InfluenceEngine,
+    MonteCarloPageRank,
+    jaccard,
+    largest_gap_cut,
+    pagerank_exact,
+    top_mass,
+)
+from tests.unit.collective_data import thread_events
+
+L1_BOUND = 0.02
+TOP10_BOUND = 0.9
+
+
+def nx_pagerank(weights: dict[tuple[str, str], int], **kw: float) -> dict[str, float]:
+    g = nx.DiGraph()
+    g.add_weighted_edges_from((u, v, w) for (u, v), w in weights.items())
+    return nx.pagerank(g, alpha=0.85, **kw)
+
+
+def l1(a: dict[str, float], b: dict[str, float]) -> float:
+    return sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in a.keys() | b.keys())
+
+
+def top10_overlap(est: dict[str, float], ref: dict[str, float]) -> float:
+    """Share of the estimated top 10 that belongs to the reference top 10; agents tied (to
+    1e-12) with the reference's 10th value count as top 10, since networkx's order among
+    exact ties is arbitrary."""
+    k = min(10, len(ref))
+    cut = sorted(ref.values(), reverse=True)[k - 1] - 1e-12
+    mine = sorted(est, key=lambda a: (-est[a], a))[:k]
+    return sum(ref.get(a, 0.0) >= cut for a in mine) / k
+
+
+def test_exact_power_iteration_matches_networkx() -> None:
+    edges = Counter((e.src, e.dst) for e in synthetic_interactions(5000, 800, timedelta(days=1)))
+    ref = nx_pagerank(dict(edges), tol=1e-12, max_iter=1000)
+    assert l1(pagerank_exact(edges), ref) < 1e-8
+    assert pagerank_exact({}) == {}
+
+
+def test_concentration_rules() -> None:
+    values = sorted(nx_pagerank({("a", "b"): 3, ("c", "b"): 1, ("b", "d"): 1}).values(),
+                    reverse=True)
+    gaps = [values[i] - values[i + 1] for i in range(len(values) - 1)]
+    assert largest_gap_cut(values) == gaps.index(max(gaps)) + 1
+    assert top_mass(values) == pytest.approx({1: values[0], 3: sum(values[:3]), 5: 1.0, 10: 1.0})
+    assert largest_gap_cut([1.0]) == 1 and largest_gap_cut([]) == 0
+    assert largest_gap_cut([0.25] * 4) == 0  # all tied: no super-node
+    assert largest_gap_cut([0.3, 0.3, 0.2, 0.2]) == 2  # the cut never splits a tie
+    assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3) and jaccard(set(), set()) == 1
+
+
+def test_incremental_walks_stay_unbiased_under_churn() -> None:
+    """Raw walk frequencies (no refinement) after 60 random batches of insertions and
+    deletions, with nodes going dangling, leaving and coming back, stay as close to the exact
+    PageRank as freshly drawn walks do."""
+    rng = random.Random(7)
+    names = [f"n{i}" for i in range(25)]
+    live: Counter = Counter()
+    mc = MonteCarloPageRank(walks_per_node=400, smooth_steps=0, seed=3)
+    for _ in range(60):
+        delta: Counter = Counter()
+        for _ in range(rng.randint(1, 12)):
+            pair = tuple(rng.sample(names, 2))
+            if live[pair] + delta[pair] > 0 and rng.random() < 0.45:
+                delta[pair] -= 1
+            else:
+                delta[pair] += rng.randint(1, 3)
+        live.update(delta)
+        live = Counter({p: w for p, w in live.items() if w > 0})
+        mc.apply(delta)
+        assert mc.n_edges == len(live)
+    exact = pagerank_exact(live)
+    assert l1(mc.scores(), exact) < 0.03
+    fresh = MonteCarloPageRank(walks_per_node=400, smooth_steps=0, seed=4)
+    fresh.apply(live)
+    assert abs(l1(mc.scores(), exact) - l1(fresh.scores(), exact)) < 0.015
+    assert mc.rerouted_total > 0
+
+
+def test_removing_everything_empties_the_state() -> None:
+    mc = MonteCarloPageRank(walks_per_node=4)
+    mc.apply({("a", "b"): 2, ("b", "c"): 1})
+    mc.apply({("a", "b"): -2, ("b", "c"): -1})
+    assert mc.n_nodes == 0 and mc.n_visits == 0 and mc.scores() == {}
+    with pytest.raises(ValueError):
+        mc.apply({("a", "b"): -1})
+
+
+def _window_ref(edges: list[Interaction], now: datetime, width: timedelta) -> dict:
+    return dict(Counter((e.src, e.dst) for e in edges if now - width < e.time <= now))
+
+
+def test_window_pagerank_on_real_threads() -> None:
+    cfg = InfluenceConfig(step=timedelta(minutes=5), cumulative_every=timedelta(0))
+    eng = InfluenceEngine(cfg)
+    edges: list[Interaction] = []
+    checked = 0
+    for e in thread_events():
+        eng.expire(e.event_time)
+        if eng.refreshes_total > checked:  # a refresh happened: hold it against networkx
+            checked = eng.refreshes_total
+            ref_w = _window_ref(edges, eng.graph.now, cfg.window)  # type: ignore[arg-type]
+            if ref_w:
+                ref = nx_pagerank(ref_w)
+                est = dict(eng.pagerank.scores())
+                assert l1(est, ref) <= L1_BOUND
+                assert top10_overlap(est, ref) >= TOP10_BOUND
+                values = sorted(ref.values(), reverse=True)
+                mass = eng.snapshot().value("pagerank_top_mass", graph="window", k="3")
+                assert mass == pytest.approx(sum(values[:3]), abs=L1_BOUND)
+        edge = eng.update(e)
+        if edge:
+            edges.append(edge)
+    assert checked > 20
+
+
+def test_daily_and_cumulative_summaries_match_networkx() -> None:
+    eng = InfluenceEngine(InfluenceConfig(retain_days=2, cumulative_every=timedelta(0)))
+    g = InteractionGraph(retain_days=10_000)
+    for e in thread_events():
+        eng.expire(e.event_time)
+        eng.update(e)
+        g.update(e)
+    eng.refresh()
+    daily = eng.daily()
+    assert len(daily) == len(g.days) > 5
+    for d, weights in g.days.items():
+        ref = nx_pagerank(weights, tol=1e-12, max_iter=1000)
+        values = sorted(ref.values(), reverse=True)
+        row = daily[d.isoformat()]
+        assert row["top_mass"]["1"] == pytest.approx(values[0], abs=1e-8)
+        assert row["top_mass"]["10"] == pytest.approx(sum(values[:10]), abs=1e-8)
+        gaps = [values[i] - values[i + 1] for i in range(len(values) - 1)]
+        want = ([] if max(gaps) <= 1e-9 else
+                [a for a in ref if ref[a] >= values[
+                    next(i for i, g in enumerate(gaps) if g >= max(gaps) - 1e-9)] - 1e-9])
+        assert sorted(row["supernodes"]) == sorted(want)
+    cum = nx_pagerank(g.cumulative(), tol=1e-12, max_iter=1000)
+    snap = eng.snapshot()
+    top = sorted(cum.values(), reverse=True)
+    assert snap.value("pagerank_top_mass", graph="cumulative", k="5") == pytest.approx(
+        sum(top[:5]), abs=1e-8)
+    best = max(cum, key=cum.get)  # type: ignore[arg-type]
+    assert eng.agent(best)["cumulative"]["rank"] == 1  # type: ignore[index]
+    assert eng.agent("nobody-at-all") is None
+
+
+def test_supernode_turnover_and_persistence() -> None:
+    t0 = datetime(2026, 2, 1, tzinfo=UTC)
+    step = timedelta(minutes=5)
+    eng = InfluenceEngine(InfluenceConfig(window=timedelta(minutes=30), step=step))
+
+    def comment(i: int, a: str, b: str, t: datetime) -> CommentEvent:
+        return CommentEvent(id=f"comment:{i}", event_time=t, observed_at=t, comment_id=str(i),
+                            post_id="p", author=a, reply_to=b)
+
+    i = 0
+    for k in range(12):  # "hub" gets every reply for 30 min, then "star" does
+        t = t0 + k * step
+        target = "hub" if k < 6 else "star"
+        for j in range(5):
+            i += 1
+            eng.update(comment(i, f"fan{j}", target, t))
+        eng.expire(t + timedelta(minutes=1))
+    eng.expire(t0 + 13 * step)
+    snap = eng.snapshot()
+    hist = snap.details["supernode_history"]
+    assert hist["hub"]["windows"] >= 5 and hist["hub"]["current_streak_since"] is None
+    assert hist["star"]["current_streak_since"] is not None
+    assert snap.value("supernode_streaks_total") >= 1
+    assert snap.value("supernode_turnover_jaccard", graph="window") is not None
+    assert eng.agent("star")["supernode"] is True  # type: ignore[index]
+
+
+@pytest.mark.slow
+def test_window_pagerank_on_100k_synthetic_edges() -> None:
+    """A sliding 24 h window holding ~100k interactions (~97k distinct pairs, ~20k agents)."""
+    width = timedelta(hours=24)
+    edges = synthetic_interactions(130_000, 20_000, timedelta(hours=31), seed=3)
+    g = InteractionGraph(window=width)
+    mc = MonteCarloPageRank(walks_per_node=8, seed=1)
+    step, due = timedelta(minutes=30), edges[0].time
+    checked = 0
+    for e in edges:
+        if e.time >= due:
+            g.expire(e.time)
+            mc.apply(g.drain_delta())
+            due = e.time + step
+            if e.time >= edges[0].time + timedelta(hours=27 + 3 * checked):  # hold it up
+                assert sum(g.window.values()) > 90_000
+                ref = nx_pagerank(g.window)
+                est = mc.scores()
+                assert l1(est, ref) <= L1_BOUND
+                assert top10_overlap(est, ref) >= TOP10_BOUND
+                assert np.isclose(sum(est.values()), 1.0)
+                checked += 1
+        g.add(e)
+    assert checked == 2
