@@ -13,7 +13,8 @@ from pathlib import Path
 from service.sources.normalise import event_items, normalise_post_detail
 from streams.events import CommentEvent, PostEvent
 
-POSTS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "moltbook" / "api" / "posts"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "moltbook"
+POSTS = DATA / "api" / "posts"
 
 
 @cache

@@ -1,4 +1,4 @@
-"""PageRank engines vs networkx on the same graphs; concentration measures vs the published rules."""
+"""PageRank engines vs networkx on the same graphs; concentration vs the published rules."""
 
 from __future__ import annotations
 
