@@ -120,12 +120,14 @@ def alert(key: str, state: str = "firing", seq: int = 1, type_: str = "surge",
                  evidence={"agents": ["BurnMolt6", "BurnMolt7"], "posts_in_window": 11})
 
 
-def tick(d: Dispatcher, clock: Clock, advance: float = 0.0) -> None:
-    clock.t += advance
+def tick(d: Dispatcher, clock: Clock, advance: float = 0.0, times: int = 1) -> None:
+    """``times`` x (advance the clock, then one dispatcher tick), on one HTTP client."""
 
     async def go() -> None:
         async with d.client() as client:
-            await d.tick(client)
+            for _ in range(times):
+                clock.t += advance
+                await d.tick(client)
 
     asyncio.run(go())
 
@@ -194,14 +196,12 @@ def test_receiver_down_for_an_hour_gets_everything_in_order(
         d.submit(alert("token:CLAW", state, seq, minutes=step))
         d.submit(alert(f"agent:hub{step}", type_="supernode", severity="warning"))
         tick(d, clock, 11.0)
-    for _ in range(360):  # an hour in 10-second steps: retried, never dropped
-        tick(d, clock, 10.0)
+    tick(d, clock, 10.0, times=360)  # an hour in 10-second steps: retried, never dropped
     assert receiver.messages == []
     assert 50 < receiver.attempts < 200  # backoff capped at 60 s: about one a minute
     assert sum(d.backlog().values()) == 6
     receiver.status = 200
-    for _ in range(7):
-        tick(d, clock, 10.0)
+    tick(d, clock, 10.0, times=7)
     msgs = receiver.payloads(hook.secret)
     assert sum(d.backlog().values()) == 0
     surge = [m["alerts"][0]["annotations"] for m in msgs if m["groupLabels"]["type"] == "surge"]
