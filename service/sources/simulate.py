@@ -296,6 +296,18 @@ BURST_TEMPLATES = (
 )
 _SLOT = re.compile(r"\{(\w+)\}")
 
+
+def _far_topics(origin: str) -> list[str]:
+    """Other topics, least shared vocabulary (Jaccard of template words) first: a drift
+    between two topics that share words would be hard to see."""
+    def words(topic: str) -> set[str]:
+        _, titles, sentences, comments = TOPICS[topic]
+        return set(re.findall(r"[a-z]+", " ".join((*titles, *sentences, *comments)).lower()))
+
+    mine = words(origin)
+    others = [t for t in TOPIC_NAMES if t not in (origin, "shitposts")]
+    return sorted(others, key=lambda t: len(mine & words(t)) / len(mine | words(t)))
+
 # ------------------------------------------------------------------------------ configuration
 
 ScenarioName = Literal["surge", "supernode", "burst", "drift", "collapse"]
@@ -340,19 +352,24 @@ class ScenarioSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: ScenarioName
-    start: timedelta | None = None
-    duration: timedelta | None = None
-    intensity: float | None = None
+    start: timedelta
+    duration: timedelta
+    intensity: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("name") in SCENARIO_DEFAULTS:
+            start, duration, intensity = SCENARIO_DEFAULTS[data["name"]]
+            given = {k: v for k, v in data.items() if v is not None}
+            return {"start": start, "duration": duration, "intensity": intensity, **given}
+        return data
 
     @model_validator(mode="after")
-    def _defaults(self) -> ScenarioSpec:
-        start, duration, intensity = SCENARIO_DEFAULTS[self.name]
-        for key, value in (("start", start), ("duration", duration), ("intensity", intensity)):
-            if getattr(self, key) is None:
-                object.__setattr__(self, key, value)
-        if self.duration <= timedelta(0) or self.start < timedelta(0):  # type: ignore[operator]
+    def _positive(self) -> ScenarioSpec:
+        if self.duration <= timedelta(0) or self.start < timedelta(0):
             raise ValueError("a scenario needs start >= 0 and duration > 0")
-        if self.intensity <= 0:  # type: ignore[operator]
+        if self.intensity <= 0:
             raise ValueError("intensity must be positive")
         return self
 
@@ -463,7 +480,6 @@ def _stochastic_round(x: float, rng: random.Random) -> int:
 @dataclass(slots=True)
 class _Window:
     spec: ScenarioSpec
-    index: int
     start: float  # seconds from the simulation start
     end: float
     rng: random.Random
@@ -491,7 +507,6 @@ class _Comment:
     author: int
     topic: str
     rng: random.Random
-    window: _Window | None  # the scenario it belongs to, if any
 
 
 @dataclass(slots=True)
@@ -605,6 +620,7 @@ class Simulator:
         self._seq = 0
         self._heap: list[tuple[float, int, int, Any]] = []
         self._watch: dict[str, Callable[[], None]] = {}
+        self._hubs: dict[int, _Window] = {}  # supernode agent -> its window
         n = cfg.agents
         self._n0 = max(1, round(n * cfg.initial_agents))
         self._names = self._make_names(n, rng)
@@ -630,8 +646,8 @@ class Simulator:
         self._fractions = [(1 - math.exp(-d / tau)) / top for d in self._checkpoints]
         self._windows = []
         for i, spec in enumerate(cfg.scenarios):
-            start = spec.start.total_seconds()  # type: ignore[union-attr]
-            w = _Window(spec, i, start, start + spec.duration.total_seconds(),  # type: ignore[union-attr]
+            start = spec.start.total_seconds()
+            w = _Window(spec, start, start + spec.duration.total_seconds(),
                         random.Random(f"{cfg.seed}:{i}:{spec.name}"))
             self._windows.append(w)
             self._push(start, _SCENARIO, w)
@@ -660,11 +676,19 @@ class Simulator:
                 name = f"{head.lower()}-{tail.lower()}"
             else:
                 name = "".join(rng.choice(BASE58) for _ in range(rng.randint(4, 8))) + "bot"
-            if name in taken:
-                name = f"{name}{len(names)}"
+            while name in taken:
+                name = f"{name}{rng.randint(0, 9)}"
             taken.add(name)
             names.append(name)
         return names
+
+    def _on_emit(self, event_id: str, record: Callable[[], None]) -> None:
+        """Run ``record`` when the event is yielded (labels hold only what was emitted)."""
+        before = self._watch.get(event_id)
+        if before is None:
+            self._watch[event_id] = record
+        else:
+            self._watch[event_id] = lambda: (before(), record())[-1]
 
     def _push(self, t: float, kind: int, item: Any) -> None:
         self._seq += 1
@@ -759,10 +783,10 @@ class Simulator:
             if not (w.active and w.contains(t)):
                 continue
             ramp = 1 - math.exp(-(t - w.start) / (0.1 * (w.end - w.start)))
-            if w.rng.random() < w.spec.intensity * ramp:  # type: ignore[operator]
+            if w.rng.random() < w.spec.intensity * ramp:
                 phrase = w.details["phrase"]
                 text = f"{text}\n\n{w.rng.choice(BURST_TEMPLATES).format(p=phrase)}"
-                self._watch[event_id] = self._adopted(w, self._names[i], event_id, is_post)
+                self._on_emit(event_id, self._adopted(w, self._names[i], event_id, is_post))
         return text
 
     @staticmethod
@@ -808,8 +832,7 @@ class Simulator:
         return None
 
     def _schedule_post(self, t: float, pid: str, author: int, topic: str, rng: random.Random,
-                       n_comments: int, distinct: bool, window: _Window | None,
-                       horizon: float) -> None:
+                       n_comments: int, distinct: bool, horizon: float) -> None:
         """Plan a post's whole thread and vote history (bounded by ``horizon``)."""
         cfg = self.config
         times = sorted(t + self._delay(rng, horizon) for _ in range(n_comments))
@@ -828,9 +851,9 @@ class Simulator:
             if distinct:
                 used.add(who)
             c = _Comment(_uuid(rng), pid, author, parent.comment_id if parent else None,
-                         reply_to, parent.depth + 1 if parent else 1, who, topic, rng, window)
+                         reply_to, parent.depth + 1 if parent else 1, who, topic, rng)
             collapse = self._collapsed(ct)
-            if collapse is not None and collapse.rng.random() < collapse.spec.intensity:  # type: ignore[operator]
+            if collapse is not None and collapse.rng.random() < collapse.spec.intensity:
                 collapse.details["comments_removed"] += 1
                 planned.append(None)
                 continue
@@ -880,7 +903,7 @@ class Simulator:
         title, content, submolt = self._post_text(author, topic, rng)
         pid = _uuid(rng)
         content = self._burst(t, author, content, f"post:{pid}", True)
-        self._schedule_post(t, pid, author, topic, rng, self._n_comments(rng), False, None,
+        self._schedule_post(t, pid, author, topic, rng, self._n_comments(rng), False,
                             self._max_delay)
         return [*self._appear(author, t), self._post_event(t, pid, author, title, content, submolt)]
 
@@ -894,10 +917,10 @@ class Simulator:
     def _comment(self, c: _Comment, t: float) -> list[Event]:
         content = self._comment_text(c, c.rng)
         cid = f"comment:{c.comment_id}"
-        if c.window is None:
-            content = self._burst(t, c.author, content, cid, False)
-        elif c.reply_to == c.post_author:  # a reply drawn to a supernode
-            self._watch[cid] = self._replied(c.window, self._names[c.author], c.comment_id)
+        content = self._burst(t, c.author, content, cid, False)
+        hub = self._hubs.get(c.reply_to)
+        if hub is not None and hub.contains(t):  # any reply the supernode draws in its window
+            self._on_emit(cid, self._replied(hub, self._names[c.author], c.comment_id))
         when = self._at(t)
         return [*self._appear(c.author, t), CommentEvent(
             id=cid, event_time=when, observed_at=when, source=SOURCE, comment_id=c.comment_id,
@@ -910,7 +933,7 @@ class Simulator:
         up, down = round(v.final_up * frac), round(v.final_down * frac)
         collapse = self._collapsed(t)
         if collapse is not None:  # the lost votes are never cast
-            keep = 1 - collapse.spec.intensity  # type: ignore[operator]
+            keep = 1 - collapse.spec.intensity
             new_up = _stochastic_round((up - v.up) * keep, collapse.rng)
             new_down = _stochastic_round((down - v.down) * keep, collapse.rng)
             collapse.details["votes_removed"] += (up - v.up - new_up) + (down - v.down - new_down)
@@ -939,8 +962,7 @@ class Simulator:
         n = self._n_comments(rng) if s.comments < 0 else s.comments
         horizon = min(self._max_delay, max(w.end - t, 1.0)) if s.distinct_commenters else (
             self._max_delay)
-        self._schedule_post(t, pid, s.author, s.topic, rng, n, s.distinct_commenters,
-                            w if s.distinct_commenters else None, horizon)
+        self._schedule_post(t, pid, s.author, s.topic, rng, n, s.distinct_commenters, horizon)
         name = self._names[s.author]
 
         def record() -> None:
@@ -948,7 +970,7 @@ class Simulator:
             if name not in w.agents:
                 w.agents.append(name)
 
-        self._watch[f"post:{pid}"] = record
+        self._on_emit(f"post:{pid}", record)
         return [*self._appear(s.author, t), self._post_event(t, pid, s.author, title, content,
                                                              submolt)]
 
@@ -976,7 +998,7 @@ class Simulator:
                                                        for _ in range(rng.randint(3, 4)))) + "X"
         contract = "".join(rng.choice(BASE58) for _ in range(44))
         mint_url = f"https://mbc20.xyz/mint/{ticker.lower()}"
-        accounts = max(2, round(w.spec.intensity))  # type: ignore[arg-type]
+        accounts = max(2, round(w.spec.intensity))
         low, cap = ticker.lower(), ticker.capitalize()
         patterns = (f"{low}_bot_{{k:03d}}", f"{ticker}_Army_{{k}}", f"{low}bot{{k}}",
                     f"{low}-minter-{{k:02d}}", f"{cap}Holder{{k}}")
@@ -1027,7 +1049,7 @@ class Simulator:
     def _start_supernode(self, w: _Window, t: float) -> None:
         rng, span = w.rng, w.end - w.start
         hub = self._quiet_agent(w, t)
-        target = max(2, round(w.spec.intensity))  # type: ignore[arg-type]
+        target = max(2, round(w.spec.intensity))
         n_posts = max(3, min(12, int(span // 900)))
         per_post = math.ceil(target * 1.3 / n_posts)
         for k in range(n_posts):
@@ -1035,6 +1057,7 @@ class Simulator:
             self._push(at, _SCRIPTED_POST, _ScriptedPost(
                 w, hub, self._home[hub], comments=per_post, distinct_commenters=True))
         w.details.update(supernode=self._names[hub], repliers={}, comment_ids=[])
+        self._hubs[hub] = w
 
     def _start_burst(self, w: _Window, t: float) -> None:
         rng = w.rng
@@ -1046,11 +1069,11 @@ class Simulator:
         rng, span = w.rng, w.end - w.start
         agent = self._quiet_agent(w, t)
         origin = self._home[agent]
-        target = rng.choice([x for x in TOPIC_NAMES if x not in (origin, "shitposts")])
-        n = max(2, round(w.spec.intensity))  # type: ignore[arg-type]
+        target = rng.choice(_far_topics(origin)[:3])
+        n = max(2, round(w.spec.intensity))
         topics = []
-        for k in range(n):
-            topic = target if rng.random() < k / (n - 1) else origin
+        for k in range(n):  # first quarter all origin, last quarter all target, mixed between
+            topic = target if rng.random() < min(max(2 * k / (n - 1) - 0.5, 0), 1) else origin
             topics.append(topic)
             at = w.start + span * (k + 0.1 + 0.8 * rng.random()) / n
             self._push(at, _SCRIPTED_POST, _ScriptedPost(w, agent, topic))
