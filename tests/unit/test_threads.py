@@ -1,0 +1,135 @@
+"""Thread statistics vs plain recomputation from the raw JSON comment trees."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from service.sources.normalise import parse_time
+from streams.events import CommentEvent, PostEvent, VoteEvent
+from streams.state.threads import (
+    ThreadsConfig,
+    ThreadsEngine,
+    bucket_of,
+    merge,
+    totals_snapshot,
+)
+from tests.unit.collective_data import raw_threads, thread_events
+
+HORIZON = timedelta(hours=24)
+
+
+def _name(node: dict) -> str | None:
+    a = node.get("author")
+    return a.get("name") if isinstance(a, dict) else None
+
+
+def batch_reference(now: datetime) -> dict[str, dict[str, list]]:
+    """Per bucket: max depths and distinct repliers of commented posts, and uncommented
+    verdicts of posts at least HORIZON old, straight from the trees (comments without an
+    author are not counted, their replies are, at their own depth)."""
+    out: dict[str, dict[str, list]] = defaultdict(lambda: {"depth": [], "repliers": [],
+                                                           "uncommented": []})
+    seen: set[str] = set()
+    for answer in raw_threads():
+        post = answer["post"]
+        if post["id"] in seen:
+            continue
+        seen.add(post["id"])
+        author, created = _name(post), parse_time(post["created_at"])
+        rows: list[tuple[int, str, datetime]] = []
+
+        def walk(nodes: list, depth: int, rows: list) -> None:
+            for c in nodes or []:
+                if _name(c):
+                    rows.append((depth, _name(c), parse_time(c["created_at"])))
+                walk(c.get("replies") or [], depth + 1, rows)
+
+        walk(answer.get("comments") or [], 1, rows)
+        b = bucket_of(int(post.get("upvotes") or 0), ThreadsConfig().buckets)
+        if rows:
+            out[b]["depth"].append(max(d for d, _, _ in rows))
+            out[b]["repliers"].append(len({a for _, a, _ in rows} - {author}))
+        if author and created + HORIZON <= now:
+            first = min((t for _, _, t in rows), default=None)
+            out[b]["uncommented"].append(first is None or first > created + HORIZON)
+    return out
+
+
+def run(events, config: ThreadsConfig | None = None) -> ThreadsEngine:
+    eng = ThreadsEngine(config)
+    for e in events:
+        eng.expire(e.event_time)
+        eng.update(e)
+    eng.expire(events[-1].event_time)
+    return eng
+
+
+def test_depth_repliers_and_uncommented_match_the_trees() -> None:
+    events = thread_events()
+    snap = run(events).snapshot()
+    ref = batch_reference(events[-1].event_time)
+    assert sum(len(r["depth"]) for r in ref.values()) > 50
+    for b, r in ref.items():
+        if r["depth"]:
+            assert snap.value("thread_depth", bucket=b) == pytest.approx(
+                sum(r["depth"]) / len(r["depth"]))
+            assert snap.value("thread_repliers", bucket=b) == pytest.approx(
+                sum(r["repliers"]) / len(r["repliers"]))
+        if r["uncommented"]:
+            assert snap.value("threads_uncommented_ratio", bucket=b) == pytest.approx(
+                sum(r["uncommented"]) / len(r["uncommented"]))
+
+
+def test_partitions_merge_to_the_whole_and_folding_changes_nothing() -> None:
+    events = thread_events()
+    whole = run(events).snapshot()
+    parts = [run([e for e in events if hash(e.post_id) % 3 == k] or [events[0]])
+             for k in range(3)]
+    for p, k in zip(parts, range(3), strict=True):
+        for e in events:  # all partitions see time pass (the driver broadcasts watermarks)
+            if hash(e.post_id) % 3 != k:
+                p.expire(e.event_time)
+    merged = totals_snapshot(merge(p.partial() for p in parts))
+    assert {(s.name, s.labels): s.value for s in merged.samples} == pytest.approx(
+        {(s.name, s.labels): s.value for s in whole.samples})
+    folded = run(events, ThreadsConfig(retention=timedelta(days=2))).snapshot()
+    late = folded.value("threads_late_comments_total")
+    assert late and late > 0  # real threads do get comments days later
+    count = lambda s: sum(b["comments"] for b in s.details["threads_by_bucket"].values())  # noqa: E731
+    assert count(folded) + late == count(whole)
+    assert sum(b["posts"] for b in folded.details["threads_by_bucket"].values()) == sum(
+        b["posts"] for b in whole.details["threads_by_bucket"].values())
+
+
+def test_horizon_votes_and_late_comments() -> None:
+    t0 = datetime(2026, 2, 1, tzinfo=UTC)
+    eng = ThreadsEngine(ThreadsConfig(horizon=timedelta(hours=1), retention=timedelta(hours=3)))
+
+    def post(pid: str, t: datetime) -> PostEvent:
+        return PostEvent(id=f"post:{pid}", event_time=t, observed_at=t, post_id=pid, author="a")
+
+    def comment(i: int, pid: str, t: datetime) -> CommentEvent:
+        return CommentEvent(id=f"comment:{i}", event_time=t, observed_at=t, comment_id=str(i),
+                            post_id=pid, author="b", reply_to="a")
+
+    eng.update(post("p1", t0))
+    eng.update(post("p2", t0))
+    eng.update(comment(1, "p2", t0 + timedelta(minutes=90)))  # after the horizon
+    eng.update(VoteEvent(id="vote:p1:7-0", event_time=t0, observed_at=t0, target="post",
+                         target_id="p1", post_id="p1", upvotes=7, downvotes=0, delta_up=7,
+                         delta_down=0))
+    eng.expire(t0 + timedelta(minutes=59))
+    assert eng.snapshot().value("threads_uncommented_ratio", bucket="0") is None
+    eng.expire(t0 + timedelta(hours=2))
+    snap = eng.snapshot()
+    assert snap.value("threads_uncommented_ratio", bucket="0") == 1.0  # p2: comment too late
+    assert snap.value("threads_uncommented_ratio", bucket="5-19") == 1.0  # p1
+    assert eng.thread("p1")["bucket"] == "5-19"  # type: ignore[index]
+    eng.expire(t0 + timedelta(hours=4))
+    assert eng.thread("p2") is None
+    eng.update(comment(2, "p2", t0 + timedelta(hours=5)))
+    assert eng.snapshot().value("threads_late_comments_total") == 1.0
+    assert eng.snapshot().details["threads_daily"]["2026-02-01"]["posts"] == 2
