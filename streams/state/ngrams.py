@@ -153,6 +153,7 @@ class NgramTracker:
         self._deaths = np.zeros((max_n, 0), np.int64)  # qualifying lives with last = day
         self.current: int | None = None
         self.texts_total = 0
+        self.occurrences_total = 0
         self.late_total = 0
 
     # -- ingest -----------------------------------------------------------------------------
@@ -179,6 +180,7 @@ class NgramTracker:
             self._buf_ids[n].append(g)
             self._buf_days[n].append(d)
             self._buffered += len(g)
+            self.occurrences_total += len(g)
         if self._buffered >= self.flush_every:
             self._flush()
 
@@ -343,6 +345,8 @@ class NgramTracker:
         samples += [
             Sample("ngram_texts_total", float(self.texts_total), kind="counter",
                    help="Texts tokenised"),
+            Sample("ngram_occurrences_total", float(self.occurrences_total), kind="counter",
+                   help="N-gram occurrences counted (all n)"),
             Sample("ngram_late_total", float(self.late_total), kind="counter",
                    help="Texts older than the lateness bound, skipped"),
             Sample("ngram_state_bytes", float(self.nbytes()), help="Bytes of n-gram tables"),
