@@ -1233,17 +1233,18 @@ def _list_pages(fresh: list[str], live: dict[str, _RawPost], when: datetime, siz
             post = dict(state.post)
             post["author"] = {"id": post["author"]["id"], "name": post["author"]["name"]}
             items.append(post)
-    offset = 0
-    while offset < len(items):
-        page = items[offset:offset + size]
-        if offset and rng.random() < repeat_share:  # the feed moved between two pages
-            page = [items[offset - 1], *page[:-1]]
-        more = offset + size < len(items)
+    offset = cursor = 0
+    while cursor < len(items):
+        if offset and rng.random() < repeat_share:  # a post arrived between two page fetches:
+            cursor -= 1  # the feed moved down one, the previous page's last item comes again
+        page = items[cursor:cursor + size]
+        more = cursor + size < len(items)
         yield {"success": True, "posts": page, "count": len(page), "has_more": more,
                "next_offset": offset + size, "authenticated": False,
                "_downloaded_at": _iso(when),
                "_endpoint": f"/posts?sort=new&limit={size}&offset={offset}"}
         offset += size
+        cursor += size
 
 
 # ------------------------------------------------------------------------------------ writers

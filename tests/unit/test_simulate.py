@@ -417,6 +417,26 @@ def test_raw_snapshots_grow_as_a_revisiting_crawler_sees_them() -> None:
     assert any(v[0] < v[-1] for v in seen.values())
 
 
+def test_list_pages_repeat_items_across_pages_but_lose_none() -> None:
+    sim = Simulator(SimulationConfig(seed=2, agents=500, duration=timedelta(hours=2),
+                                     posts_per_hour=3000, max_delay=timedelta(minutes=30)))
+    created = [e.post_id for e in sim if e.kind == "post"]
+    polls = collections.defaultdict(list)
+    for answer in sim.raw_answers(list_every=timedelta(minutes=5), repeat_share=0.5):
+        if answer["_endpoint"].startswith("/posts?"):
+            polls[answer["_downloaded_at"]].append(answer)
+    listed: list[str] = []
+    for pages in polls.values():
+        assert [p["has_more"] for p in pages] == [True] * (len(pages) - 1) + [False]
+        assert [p["next_offset"] for p in pages] == [25 * (k + 1) for k in range(len(pages))]
+        ids = [post["id"] for page in pages for post in page["posts"]]
+        times = [post["created_at"] for page in pages for post in page["posts"]]
+        assert times == sorted(times, reverse=True)  # newest first, repeats adjacent
+        listed += ids
+    assert set(listed) == set(created)
+    assert len(listed) > len(created)  # unstable paging showed some posts twice
+
+
 def test_write_run_events_raw_and_labels(tmp_path: Path) -> None:
     cfg = SimulationConfig(seed=1, agents=300, duration=timedelta(hours=2),
                            scenarios=(ScenarioSpec.parse("surge:start=30m,duration=10m,"
