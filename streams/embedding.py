@@ -282,3 +282,34 @@ def cosine_error_bound(q: QuantisedVector) -> float:
         dim = len(q.data) // 2
         return 2.0 * (2.0 ** -11 + float(np.sqrt(dim)) * 2.0 ** -25)
     raise ValueError(f"unknown codec {q.codec!r}")
+
+
+def embedded_record(event: PostEvent | CommentEvent, vector: np.ndarray,
+                    codec: Codec = "float16", max_chars: int = DEFAULT_MAX_CHARS
+                    ) -> dict[str, Any]:
+    """The JSON-able message of the embedded-events topic: who, when, which text, the vector.
+
+    >>> from datetime import datetime, timezone
+    >>> t = datetime(2026, 1, 31, tzinfo=timezone.utc)
+    >>> e = PostEvent(id="post:p", event_time=t, observed_at=t, post_id="p", author="a",
+    ...               title="Hi", upvotes=3)
+    >>> rec = embedded_record(e, np.array([0.6, 0.8], dtype=np.float32))
+    >>> rec["kind"], rec["post_id"], rec["event_time"], rec["score"]
+    ('post', 'p', '2026-01-31T00:00:00+00:00', 3)
+    >>> [round(float(x), 3) for x in vector_of(rec)]
+    [0.6, 0.8]
+    """
+    return {
+        "id": event.id, "kind": event.kind, "post_id": event.post_id,
+        "comment_id": getattr(event, "comment_id", None), "author": event.author,
+        "event_time": event.event_time.isoformat(),
+        "score": event.upvotes - event.downvotes,
+        "text_hash": content_hash(text_of(event, max_chars)),
+        "vector": quantise(vector, codec).to_dict(),
+    }
+
+
+def vector_of(record: Mapping[str, Any]) -> np.ndarray:
+    """The unit float32 vector of an :func:`embedded_record`."""
+    return dequantise(QuantisedVector.from_dict(record["vector"]))
+
