@@ -1,0 +1,1 @@
+"""Grafana dashboards as code, Prometheus rules and Alertmanager examples."""

@@ -1,0 +1,413 @@
+"""Grafana dashboards as code: ``python -m dashboards.build`` writes ``dashboards/grafana/*.json``.
+
+Each dashboard is a list of rows of panels; each panel is one or more PromQL targets. The JSON
+is Grafana's dashboard model (schema 39, Grafana 10/11), provisioned as files (see
+``dashboards/grafana/provisioning``). Panels read a ``datasource`` template variable, so the
+same JSON works whatever the Prometheus data source is called.
+
+Every moltscope API replica serves the same values (read from Redis at scrape time), so the
+queries aggregate replicas away with ``max``, never ``sum``, keeping only the labels the
+metric itself carries. The crawler's metrics come from one source process: ``sum`` there.
+
+``python -m dashboards.build --check`` exits 1 when the committed JSON is not the generator's.
+
+>>> overview = next(d for d in DASHBOARDS if d.uid == "moltscope-overview")
+>>> model = render(overview)
+>>> model["uid"], model["panels"][0]["type"]
+('moltscope-overview', 'row')
+>>> [t.expr for t in overview.rows[0].panels[0].targets][0]
+'max(rate(moltscope_posts_total[$__rate_interval]))'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+OUT_DIR = Path(__file__).resolve().parent / "grafana"
+RATE = "$__rate_interval"
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+GRID_WIDTH = 24
+PANEL_HEIGHT = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    expr: str
+    legend: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Panel:
+    title: str
+    targets: tuple[Target, ...]
+    unit: str = "short"
+    description: str = ""
+    kind: Literal["timeseries", "stat"] = "timeseries"
+    width: int = 12
+    min: float | None = None
+    max: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    title: str
+    panels: tuple[Panel, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Dashboard:
+    uid: str
+    title: str
+    description: str
+    rows: tuple[Row, ...]
+    tags: tuple[str, ...] = field(default=("moltscope",))
+
+    @property
+    def filename(self) -> str:
+        return f"{self.uid.removeprefix('moltscope-')}.json"
+
+    def targets(self) -> Iterator[tuple[str, Target]]:
+        """Every (panel title, target) of the dashboard, in order."""
+        for row in self.rows:
+            for panel in row.panels:
+                for t in panel.targets:
+                    yield panel.title, t
+
+
+def rate(metric: str, by: str = "") -> str:
+    """Per-second rate of a counter, replicas aggregated away (``by``: labels kept)."""
+    grouping = f" by ({by})" if by else ""
+    return f"max{grouping}(rate({metric}[{RATE}]))"
+
+
+def gauge(metric: str, by: str = "") -> str:
+    grouping = f" by ({by})" if by else ""
+    return f"max{grouping}({metric})"
+
+
+def by_window(metric: str) -> tuple[Target, ...]:
+    return (Target(gauge(metric, "window"), "{{window}}"),)
+
+
+# ------------------------------------------------------------------------------ dashboards
+
+OVERVIEW = Dashboard(
+    uid="moltscope-overview",
+    title="moltscope / Society overview",
+    description="Activity of the society (event time) and the health of the pipeline.",
+    rows=(
+        Row("Activity", (
+            Panel("Posts, comments and vote changes per second", (
+                Target(rate("moltscope_posts_total"), "posts"),
+                Target(rate("moltscope_comments_total"), "comments"),
+                Target(rate("moltscope_vote_changes_total"), "vote changes"),
+            ), unit="ops", description="Rates of the distinct-item counters, by arrival time."),
+            Panel("New agents per second", (
+                Target(rate("moltscope_agents_total"), "new agents"),
+            ), unit="ops", description="Agents posting or commenting for the first time."),
+            Panel("Active agents in the current UTC window",
+                  by_window("moltscope_activity_active_agents"),
+                  description="Distinct authors of a post or comment in the window holding "
+                              "the latest event time."),
+            Panel("New agents in the current UTC window",
+                  by_window("moltscope_activity_new_agents")),
+            Panel("Active submolts in the current UTC window",
+                  by_window("moltscope_activity_active_submolts")),
+            Panel("Comments per post in the current UTC window",
+                  by_window("moltscope_activity_comments_per_post")),
+            Panel("Posts in the current UTC window", by_window("moltscope_activity_posts")),
+            Panel("Totals", (
+                Target(gauge("moltscope_posts_total"), "posts"),
+                Target(gauge("moltscope_comments_total"), "comments"),
+                Target(gauge("moltscope_agents_total"), "agents"),
+                Target(gauge("moltscope_submolts_total"), "submolts"),
+            ), kind="stat"),
+        )),
+        Row("Pipeline health", (
+            Panel("Dead letters per second by reason", (
+                Target(rate("moltscope_dead_letters_total", "reason"), "{{reason}}"),
+            ), unit="ops", description="Records the normaliser or the worker could not use."),
+            Panel("Duplicate events per second", (
+                Target(rate("moltscope_duplicate_events_total"), "duplicates"),
+            ), unit="ops", description="Events dropped as repeats of an id (crawler revisits)."),
+            Panel("Events processed per second", (
+                Target(rate("moltscope_events_processed_total"), "processed"),
+            ), unit="ops"),
+            Panel("Worker snapshot age", (
+                Target("time() - max(moltscope_snapshot_timestamp_seconds)", "age"),
+            ), unit="s", description="Seconds since the worker last wrote its snapshot to "
+                                     "Redis: grows without bound when the reducer is down."),
+            Panel("Event time behind the wall clock", (
+                Target("time() - max(moltscope_event_time_latest_seconds)", "lag"),
+            ), unit="s", description="Wall clock minus the latest event time absorbed "
+                                     "(large for replays of old archives)."),
+        )),
+    ),
+)
+
+SOCIETY = Dashboard(
+    uid="moltscope-society",
+    title="moltscope / Society layer",
+    description="Semantic centre, diversity, cluster tightening and lexical turnover "
+                "(Li, Li, Zhou 2026, society layer).",
+    rows=(
+        Row("Semantic centre and diversity", (
+            Panel("Centroid similarity", (
+                Target(gauge("moltscope_centroid_similarity", "vs"), "vs {{vs}}"),
+            ), unit="percentunit", description="Cosine of the current window's centroid with "
+                                               "the previous window's and the all-time one.",
+                  max=1),
+            Panel("Pairwise similarity", (
+                Target(gauge("moltscope_pairwise_similarity", "scope"), "{{scope}}"),
+            ), unit="percentunit", description="Mean cosine over post pairs within the current "
+                                               "window and across it and the previous one.",
+                  max=1),
+            Panel("kNN-10 similarity", (
+                Target(gauge("moltscope_knn10_similarity"), "mean S10"),
+            ), unit="percentunit", description="Mean cosine of a post to its 10 nearest "
+                                               "same-window posts.", max=1),
+            Panel("kNN-10 distribution shift (JS divergence)", (
+                Target(gauge("moltscope_knn10_js_divergence"), "JSD"),
+            ), unit="none", description="Jensen-Shannon divergence (bits) of the S10 "
+                                        "distribution, current vs previous window.", min=0),
+        )),
+        Row("Lexical turnover", (
+            Panel("N-gram birth rate by n", (
+                Target(gauge("moltscope_ngram_birth_rate", "n"), "n={{n}}"),
+            ), unit="percentunit", description="Share of the day's active n-grams born that "
+                                               "day (latest settled day).", min=0, max=1),
+            Panel("N-gram death rate by n", (
+                Target(gauge("moltscope_ngram_death_rate", "n"), "n={{n}}"),
+            ), unit="percentunit", description="Share of the previous day's active n-grams "
+                                               "that died then.", min=0, max=1),
+            Panel("N-grams tracked by n", (
+                Target(gauge("moltscope_ngrams_tracked", "n"), "n={{n}}"),
+            )),
+            Panel("Engine state memory", (
+                Target(gauge("moltscope_ngram_state_bytes"), "n-grams"),
+                Target(gauge("moltscope_knn_state_bytes"), "kNN"),
+            ), unit="bytes"),
+        )),
+    ),
+)
+
+COLLECTIVE = Dashboard(
+    uid="moltscope-collective",
+    title="moltscope / Collective layer",
+    description="Influence concentration, super-nodes, threads, cascades and roles.",
+    rows=(
+        Row("Influence", (
+            Panel("PageRank mass of the top k agents", (
+                Target(gauge("moltscope_pagerank_top_mass", "graph, k"), "{{graph}} top {{k}}"),
+            ), unit="percentunit", min=0, max=1),
+            Panel("Super-nodes", (
+                Target(gauge("moltscope_supernodes", "graph"), "{{graph}}"),
+            ), description="Agents above the largest PageRank gap."),
+            Panel("Super-node turnover (Jaccard, consecutive windows)", (
+                Target(gauge("moltscope_supernode_turnover_jaccard", "graph"), "{{graph}}"),
+            ), unit="percentunit", description="1 means the same super-nodes as the previous "
+                                               "window, 0 a complete change.", min=0, max=1),
+            Panel("Interaction graph size", (
+                Target(gauge("moltscope_graph_nodes", "graph"), "nodes {{graph}}"),
+                Target(gauge("moltscope_graph_edges", "graph"), "edges {{graph}}"),
+            )),
+        )),
+        Row("Threads", (
+            Panel("Thread depth by popularity bucket", (
+                Target(gauge("moltscope_thread_depth", "bucket"), "{{bucket}}"),
+            ), description="Mean reply depth; the paper finds about 1.0 at every popularity."),
+            Panel("Distinct repliers by popularity bucket", (
+                Target(gauge("moltscope_thread_repliers", "bucket"), "{{bucket}}"),
+            )),
+            Panel("Uncommented posts by popularity bucket", (
+                Target(gauge("moltscope_thread_uncommented_ratio", "bucket"), "{{bucket}}"),
+            ), unit="percentunit", min=0, max=1),
+        )),
+        Row("Cascades and roles", (
+            Panel("Cascades", (
+                Target(gauge("moltscope_cascades"), "cascades"),
+            ), description="N-grams adopted by at least 10 distinct agents."),
+            Panel("Cascade size power-law alpha", (
+                Target(gauge("moltscope_cascade_alpha"), "alpha"),
+            ), unit="none", description="Discrete power-law fit (published 2.57)."),
+            Panel("Peripheral role share", (
+                Target(gauge("moltscope_roles_periphery_ratio"), "periphery"),
+            ), unit="percentunit", description="Share of agents in the peripheral role "
+                                               "cluster (published 93.5%).", min=0, max=1),
+        )),
+    ),
+)
+
+ALERTS = Dashboard(
+    uid="moltscope-alerts",
+    title="moltscope / Alerts",
+    description="Incidents the detectors raise and their delivery to webhooks.",
+    rows=(
+        Row("Incidents", (
+            Panel("Alerts firing by type", (
+                Target(gauge("moltscope_alerts_firing", "type"), "{{type}}"),
+            ), description="Open incidents."),
+            Panel("Alerts fired per second by type and severity", (
+                Target(rate("moltscope_alerts_total", "type, severity"),
+                       "{{type}} {{severity}}"),
+            ), unit="ops"),
+        )),
+        Row("Webhook delivery", (
+            Panel("Webhook deliveries per second by outcome", (
+                Target(rate("moltscope_webhook_deliveries_total", "outcome"), "{{outcome}}"),
+            ), unit="ops", description="Delivered, failed (retried later) and given up."),
+            Panel("Webhook backlog", (
+                Target(gauge("moltscope_webhook_backlog"), "messages waiting"),
+            ), description="Messages queued for delivery over every webhook."),
+        )),
+    ),
+)
+
+CRAWLER = Dashboard(
+    uid="moltscope-crawler",
+    title="moltscope / Crawler",
+    description="The Moltbook crawler: requests, rate limiting, revisits and freshness.",
+    rows=(
+        Row("Requests", (
+            Panel("Requests per second by status", (
+                Target("sum by (status)(rate(moltscope_crawler_requests_total[$__rate_interval]))",
+                       "{{status}}"),
+            ), unit="reqps"),
+            Panel("429 answers per second", (
+                Target("sum(rate(moltscope_crawler_rate_limited_total[$__rate_interval]))",
+                       "429"),
+            ), unit="reqps"),
+            Panel("Share of time backing off", (
+                Target("sum(rate(moltscope_crawler_backoff_seconds_total[$__rate_interval]))",
+                       "backoff"),
+            ), unit="percentunit", description="Seconds waited on back-off and 429s per "
+                                               "second of wall clock."),
+            Panel("New posts discovered per second", (
+                Target("sum(rate(moltscope_crawler_posts_discovered_total[$__rate_interval]))",
+                       "posts"),
+            ), unit="ops"),
+        )),
+        Row("Freshness", (
+            Panel("Revisit queue length", (
+                Target("sum(moltscope_crawler_revisit_queue_length)", "posts"),
+            )),
+            Panel("Event lag (observed - event time)", tuple(
+                Target("histogram_quantile(" + q + ", sum by (le)(rate("
+                       "moltscope_crawler_event_lag_seconds_bucket[$__rate_interval])))",
+                       "p" + q.removeprefix("0.").ljust(2, "0"))
+                for q in ("0.5", "0.9", "0.99")
+            ), unit="s"),
+        )),
+    ),
+)
+
+DASHBOARDS: tuple[Dashboard, ...] = (OVERVIEW, SOCIETY, COLLECTIVE, ALERTS, CRAWLER)
+
+
+# ------------------------------------------------------------------------------ rendering
+
+def _panel(p: Panel, pid: int, x: int, y: int) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"unit": p.unit}
+    if p.min is not None:
+        defaults["min"] = p.min
+    if p.max is not None:
+        defaults["max"] = p.max
+    out: dict[str, Any] = {
+        "id": pid,
+        "type": p.kind,
+        "title": p.title,
+        "description": p.description,
+        "datasource": DATASOURCE,
+        "gridPos": {"h": PANEL_HEIGHT, "w": p.width, "x": x, "y": y},
+        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "targets": [{"refId": chr(ord("A") + i), "datasource": DATASOURCE, "expr": t.expr,
+                     "legendFormat": t.legend or "__auto", "range": p.kind == "timeseries",
+                     "instant": p.kind == "stat"}
+                    for i, t in enumerate(p.targets)],
+    }
+    if p.kind == "timeseries":
+        out["options"] = {"legend": {"displayMode": "list", "placement": "bottom",
+                                     "showLegend": True},
+                          "tooltip": {"mode": "multi", "sort": "desc"}}
+    else:
+        out["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "",
+                                            "values": False},
+                          "colorMode": "value", "graphMode": "none", "textMode": "auto"}
+    return out
+
+
+def render(d: Dashboard) -> dict[str, Any]:
+    """Grafana's JSON model of ``d``: rows across the full width, panels left to right."""
+    panels: list[dict[str, Any]] = []
+    pid, y = 1, 0
+    for row in d.rows:
+        panels.append({"id": pid, "type": "row", "title": row.title, "collapsed": False,
+                       "gridPos": {"h": 1, "w": GRID_WIDTH, "x": 0, "y": y}, "panels": []})
+        pid, y, x = pid + 1, y + 1, 0
+        for p in row.panels:
+            if x + p.width > GRID_WIDTH:
+                x, y = 0, y + PANEL_HEIGHT
+            panels.append(_panel(p, pid, x, y))
+            pid, x = pid + 1, x + p.width
+        y += PANEL_HEIGHT
+    return {
+        "uid": d.uid,
+        "title": d.title,
+        "description": d.description,
+        "tags": list(d.tags),
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "graphTooltip": 1,
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "timezone": "utc",
+        "templating": {"list": [{
+            "name": "datasource", "label": "Prometheus", "type": "datasource",
+            "query": "prometheus", "current": {}, "hide": 0, "refresh": 1,
+            "includeAll": False, "multi": False, "options": [], "regex": "",
+        }]},
+        "annotations": {"list": []},
+        "links": [{"type": "dashboards", "tags": ["moltscope"], "asDropdown": True,
+                   "title": "moltscope", "includeVars": False, "keepTime": True}],
+        "panels": panels,
+    }
+
+
+def dumps(model: dict[str, Any]) -> str:
+    return json.dumps(model, indent=2, ensure_ascii=False) + "\n"
+
+
+def generated() -> dict[str, str]:
+    """File name -> JSON text of every dashboard, exactly as committed."""
+    return {d.filename: dumps(render(d)) for d in DASHBOARDS}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=OUT_DIR)
+    ap.add_argument("--check", action="store_true",
+                    help="compare with the files in --out instead of writing them")
+    args = ap.parse_args(argv)
+    files = generated()
+    if args.check:
+        stale = sorted(n for n, text in files.items()
+                       if not (args.out / n).exists() or (args.out / n).read_text() != text)
+        extra = sorted(p.name for p in args.out.glob("*.json") if p.name not in files)
+        for name in stale + extra:
+            print(f"{args.out / name}: not what dashboards/build.py generates", file=sys.stderr)
+        return 1 if stale or extra else 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (args.out / name).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

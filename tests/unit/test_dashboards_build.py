@@ -1,0 +1,92 @@
+"""The committed Grafana JSON is exactly what dashboards/build.py generates, and is well formed.
+
+The PromQL of every panel is parsed by ``promtool`` (as recording rules) when it is installed;
+tests/integration/test_dashboards.py runs each query against a real Prometheus.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GRAFANA = ROOT / "dashboards" / "grafana"
+
+
+def load_build() -> ModuleType:
+    """``dashboards.build`` (the checkout root is not an installed package path)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module("dashboards.build")
+
+
+build = load_build()
+
+
+def test_committed_json_is_generated() -> None:
+    files = build.generated()
+    committed = {p.name: p.read_text() for p in GRAFANA.glob("*.json")}
+    assert committed.keys() == files.keys(), "run: python -m dashboards.build"
+    for name, text in files.items():
+        assert committed[name] == text, f"{name} is stale: run python -m dashboards.build"
+    assert build.main(["--check"]) == 0
+
+
+def test_check_flags_a_stale_file(tmp_path: Path) -> None:
+    assert build.main(["--out", str(tmp_path)]) == 0
+    assert build.main(["--out", str(tmp_path), "--check"]) == 0
+    victim = tmp_path / build.DASHBOARDS[0].filename
+    victim.write_text(victim.read_text().replace("moltscope_posts_total", "moltscope_x_total"))
+    assert build.main(["--out", str(tmp_path), "--check"]) == 1
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(build).failed == 0
+
+
+def test_dashboards_are_well_formed() -> None:
+    uids = [d.uid for d in build.DASHBOARDS]
+    assert len(set(uids)) == len(uids) == 5
+    for d in build.DASHBOARDS:
+        model = json.loads((GRAFANA / d.filename).read_text())
+        ids = [p["id"] for p in model["panels"]]
+        assert len(set(ids)) == len(ids)
+        cells: set[tuple[int, int]] = set()
+        for p in model["panels"]:
+            g = p["gridPos"]
+            assert g["x"] + g["w"] <= build.GRID_WIDTH
+            mine = {(x, y) for x in range(g["x"], g["x"] + g["w"])
+                    for y in range(g["y"], g["y"] + g["h"])}
+            assert not cells & mine, f"{d.uid}: {p['title']} overlaps another panel"
+            cells |= mine
+            if p["type"] == "row":
+                continue
+            assert p["targets"], f"{d.uid}: {p['title']} has no query"
+            assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            for t in p["targets"]:
+                assert t["expr"].strip() and "moltscope_" in t["expr"]
+            assert len({t["refId"] for t in p["targets"]}) == len(p["targets"])
+
+
+def test_panel_queries_parse_with_promtool(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (scripts/install-system-deps.sh installs it)")
+    rules = [{"record": f"moltscope:panel_{i}",
+              "expr": t.expr.replace(build.RATE, "1m")}
+             for i, (_, t) in enumerate(
+                 pt for d in build.DASHBOARDS for pt in d.targets())]
+    f = tmp_path / "panels.rules.yml"
+    # JSON is YAML: no YAML writer needed.
+    f.write_text(json.dumps({"groups": [{"name": "panels", "rules": rules}]}))
+    out = subprocess.run([promtool, "check", "rules", str(f)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in out.stdout
