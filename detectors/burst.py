@@ -2,19 +2,22 @@
 
 Word n-grams (lower-cased word 3-grams by default, dropping those over half stop-words, as the
 cascade definition of metrics B) are read from posts and comments. An n-gram is *born* the first
-time it is seen after the ``warmup_s`` (anything seen during the warm-up, or within the last
-``memory_s``, is old). It bursts when, within ``max_age_s`` of its birth, at least
-``min_adopters`` distinct agents used it, at a cascade growth rate of at least
-``min_rate_per_h`` adopters an hour since birth, in at least ``min_distinct_text_share`` x
-adopters different texts: copy-pasted floods are the surge detector's business, a lexical burst
-is a phrase spreading through different sentences. All n-grams of one burst that share most of
-their adopters are reported as one incident, keyed by the earliest-born n-gram.
+time it is seen after the warm-up (``warmup_s`` and ``warmup_texts``; anything seen during the
+warm-up, or within the last ``memory_s``, is old). It bursts when, within ``max_age_s`` of its
+birth, at least ``min_adopters`` distinct agents used it, at a cascade growth rate of at least
+``min_rate_per_h`` adopters an hour since birth, in at least ``min_text_share`` of all texts
+since its birth (a common phrase of a busy hour is not a burst), and in at least
+``min_distinct_text_share`` x adopters different texts: copy-pasted floods are the surge
+detector's business, a lexical burst is a phrase spreading through different sentences. All
+n-grams of one burst (sharing a word that is not a stop-word, or most of their adopters) are
+reported as one incident, keyed by the earliest-born n-gram, which stays tracked past
+``max_age_s`` while it keeps gaining adopters (none for ``quiet_s`` ends it).
 
 Memory: a last-seen time per distinct n-gram hash for ``memory_s`` (at most ``max_seen``,
 oldest evicted); one tuple per n-gram born within ``max_age_s`` with a single adopter, and the
 adopters (at most ``max_adopters``) of those with more.
 
->>> d = BurstDetector(BurstConfig(warmup_s=0, min_adopters=5))
+>>> d = BurstDetector(BurstConfig(warmup_s=0, warmup_texts=0, min_adopters=5))
 >>> for i in range(6):
 ...     d.observe_text(60.0 * i, f"agent{i}", f"p{i}", f"topic {i} zorblax quantum lattice rules")
 >>> [(f.evidence["ngram"], f.evidence["adopters"]) for f in d.findings(400.0)]
@@ -57,9 +60,12 @@ class BurstConfig:
     min_adopters: int = 12
     min_rate_per_h: float = 6.0
     max_age_s: float = 3 * 3600.0
+    quiet_s: float = 1800.0
     min_distinct_text_share: float = 0.6
+    min_text_share: float = 0.03
     memory_s: float = 24 * 3600.0
     warmup_s: float = 3600.0
+    warmup_texts: int = 1000
     max_seen: int = 5_000_000
     max_adopters: int = 500
     max_text_chars: int = 5_000
@@ -68,6 +74,8 @@ class BurstConfig:
 @dataclass(slots=True)
 class _Young:
     born: float
+    texts_at_birth: int
+    uses: int = 0
     adopters: dict[str, float] = field(default_factory=dict)
     texts: set[str] = field(default_factory=set)
     posts: list[str] = field(default_factory=list)
@@ -80,8 +88,10 @@ class BurstDetector:
         self.cfg = config or BurstConfig()
         self._seen: dict[bytes, float] = {}
         self._young: dict[str, _Young] = {}
-        self._single: dict[str, tuple[float, str, str, str]] = {}  # born, author, text, post
+        # born, author, text, post, texts seen before its birth
+        self._single: dict[str, tuple[float, str, str, str, int]] = {}
         self._start: float | None = None
+        self._texts = 0
         self._reported: dict[str, float] = {}
 
     def observe_event(self, event: Event) -> None:
@@ -96,7 +106,8 @@ class BurstDetector:
         cfg = self.cfg
         if self._start is None:
             self._start = t
-        warm = t - self._start >= cfg.warmup_s
+        self._texts += 1
+        warm = t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts
         text = text[:cfg.max_text_chars]
         text_id = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
         for g in ngrams(text, cfg.n):
@@ -105,6 +116,7 @@ class BurstDetector:
             self._seen[h] = t  # re-inserted: the dict stays ordered by last sight
             y = self._young.get(g)
             if y is not None:
+                y.uses += 1
                 if author not in y.adopters and len(y.adopters) < cfg.max_adopters:
                     y.adopters[author] = t
                     y.texts.add(text_id)
@@ -112,10 +124,11 @@ class BurstDetector:
             elif (single := self._single.get(g)) is not None:
                 if single[1] != author:  # a second adopter: track it in full
                     del self._single[g]
-                    self._young[g] = _Young(single[0], {single[1]: single[0], author: t},
+                    self._young[g] = _Young(single[0], single[4], 2,
+                                            {single[1]: single[0], author: t},
                                             {single[2], text_id}, [single[3], post_id])
             elif last is None and warm:
-                self._single[g] = (t, author, text_id, post_id)
+                self._single[g] = (t, author, text_id, post_id, self._texts - 1)
 
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg
@@ -128,13 +141,17 @@ class BurstDetector:
             ongoing = g in self._reported
             need = cfg.min_adopters * (0.5 if ongoing else 1.0)
             rate = n / max((now - y.born) / 3600.0, 1 / 60)
-            if (n >= need and (ongoing or rate >= cfg.min_rate_per_h)
+            share = y.uses / max(self._texts - y.texts_at_birth, 1)
+            if (n >= need and (ongoing or (rate >= cfg.min_rate_per_h
+                                           and share >= cfg.min_text_share))
                     and len(y.texts) >= cfg.min_distinct_text_share * n):
                 hits.append((g, y))
         hits.sort(key=lambda gy: (gy[0] not in self._reported, gy[1].born, gy[0]))
         groups: list[tuple[str, _Young, list[str]]] = []
         for g, y in hits:
-            host = next((h for h in groups if len(y.adopters.keys() & h[1].adopters.keys())
+            words = set(g.split()) - ENGLISH_STOP_WORDS
+            host = next((h for h in groups if words & set(h[0].split())
+                         or len(y.adopters.keys() & h[1].adopters.keys())
                          >= 0.5 * min(len(y.adopters), len(h[1].adopters))), None)
             if host is None:
                 groups.append((g, y, []))
@@ -150,7 +167,8 @@ class BurstDetector:
         t_min = order[self.cfg.min_adopters - 1][1] if n >= self.cfg.min_adopters else None
         severity: Severity = "critical" if n >= 4 * self.cfg.min_adopters else "warning"
         evidence = {"ngram": g, "related_ngrams": related[:20], "born_at": y.born,
-                    "adopters": n, "distinct_texts": len(y.texts),
+                    "adopters": n, "distinct_texts": len(y.texts), "uses": y.uses,
+                    "text_share": round(y.uses / max(self._texts - y.texts_at_birth, 1), 4),
                     "growth_rate_per_h": round(n / hours, 2),
                     "seconds_to_min_adopters": None if t_min is None else round(t_min - y.born),
                     "agents": [a for a, _ in order[:100]], "post_ids": y.posts[:20]}
@@ -167,8 +185,12 @@ class BurstDetector:
             if t >= cutoff and len(self._seen) <= cfg.max_seen:
                 break
             del self._seen[h]
-        for g in [g for g, y in self._young.items() if now - y.born > cfg.max_age_s]:
-            del self._young[g]
+        for g, y in list(self._young.items()):
+            # past max_age an n-gram is no longer young, unless its open burst still spreads
+            if now - y.born > cfg.max_age_s and (
+                    g not in self._reported or now - max(y.adopters.values()) > cfg.quiet_s
+                    or now - y.born > cfg.memory_s):
+                del self._young[g]
         while self._single:  # insertion order is birth order
             g, single = next(iter(self._single.items()))
             if now - single[0] <= cfg.max_age_s:
