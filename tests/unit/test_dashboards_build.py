@@ -90,3 +90,39 @@ def test_panel_queries_parse_with_promtool(tmp_path: Path) -> None:
     out = subprocess.run([promtool, "check", "rules", str(f)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"SUCCESS: {len(rules)} rules found" in out.stdout
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} not installed (scripts/install-system-deps.sh installs it)")
+    return path
+
+
+def run_ok(*argv: str) -> str:
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout + out.stderr
+
+
+def test_prometheus_config_and_rules_check() -> None:
+    promtool = tool("promtool")
+    prom = ROOT / "dashboards" / "prometheus"
+    assert "SUCCESS" in run_ok(promtool, "check", "config", str(prom / "prometheus.yml"))
+    assert "SUCCESS" in run_ok(promtool, "check", "rules", str(prom / "moltscope.rules.yml"))
+
+
+def test_prometheus_rule_unit_tests() -> None:
+    promtool = tool("promtool")
+    tests = sorted((ROOT / "dashboards" / "prometheus" / "tests").glob("*.yml"))
+    assert tests
+    assert "SUCCESS" in run_ok(promtool, "test", "rules", *map(str, tests))
+
+
+def test_alertmanager_config_checks_and_routes() -> None:
+    amtool = tool("amtool")
+    config = str(ROOT / "dashboards" / "alertmanager" / "alertmanager.yml")
+    assert "SUCCESS" in run_ok(amtool, "check-config", config)
+    routed = run_ok(amtool, "config", "routes", "test", f"--config.file={config}",
+                    "severity=critical", "alertname=MoltscopeApiDown")
+    assert routed.splitlines()[0] == "moltscope-webhook"
