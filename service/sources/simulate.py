@@ -417,6 +417,8 @@ class SimulationConfig(BaseModel):
     popularity_sigma: float = Field(default=1.0, gt=0, description="Lognormal popularity spread")
     upvote_mu: float = Field(default=0.3, description="Lognormal location of final upvotes")
     upvote_sigma: float = Field(default=1.6, gt=0, description="Lognormal spread of upvotes")
+    comment_upvote_mu: float = Field(default=-0.7, description="Lognormal location (spread 1) "
+                                     "of a comment's upvotes; most get none")
     duplicate_share: float = Field(default=0.04, ge=0, le=1,
                                    description="Share of posts that are verbatim stock texts")
     diurnal_amplitude: float = Field(default=0.25, ge=0, lt=1)
@@ -493,7 +495,7 @@ class _Window:
 
 
 # Heap item kinds.
-_POST, _COMMENT, _VOTE, _SCENARIO, _SCRIPTED_POST = range(5)
+_POST, _COMMENT, _VOTE, _SCENARIO, _SCRIPTED_POST, _COMMENT_VOTE = range(6)
 
 
 @dataclass(slots=True)
@@ -859,6 +861,12 @@ class Simulator:
                 continue
             planned.append(c)
             self._push(ct, _COMMENT, c)
+            # Comment votes are few and small (real comments mostly hold 0-5 upvotes); one
+            # change, seen before the post's last revisit.
+            c_up = int(rng.lognormvariate(cfg.comment_upvote_mu, 1.0))
+            if c_up:
+                at = ct + rng.uniform(1, max(min(3600.0, t + horizon - ct), 1))
+                self._push(at, _COMMENT_VOTE, (pid, c.comment_id, c_up, rng.random() < 0.03))
         up = int(rng.lognormvariate(cfg.upvote_mu, cfg.upvote_sigma))
         down = int(up * 0.04 * rng.random()) + (rng.random() < 0.05)
         if up or down:
@@ -891,6 +899,8 @@ class Simulator:
             return self._votes(item, t)
         if kind == _SCRIPTED_POST:
             return self._scripted_post(item, t)
+        if kind == _COMMENT_VOTE:
+            return self._comment_votes(*item, t)
         self._activate(item, t)
         return []
 
@@ -951,6 +961,21 @@ class Simulator:
         return [VoteEvent(id=f"vote:{v.post_id}:{up}-{down}", event_time=when, observed_at=when,
                           source=SOURCE, target="post", target_id=v.post_id, post_id=v.post_id,
                           upvotes=up, downvotes=down, delta_up=d_up, delta_down=d_down)]
+
+    def _comment_votes(self, pid: str, cid: str, up: int, down: int, t: float) -> list[Event]:
+        collapse = self._collapsed(t)
+        if collapse is not None:
+            keep = 1 - collapse.spec.intensity
+            kept_up = _stochastic_round(up * keep, collapse.rng)
+            kept_down = _stochastic_round(down * keep, collapse.rng)
+            collapse.details["votes_removed"] += up - kept_up + down - kept_down
+            up, down = kept_up, kept_down
+        if not (up or down):
+            return []
+        when = self._at(t)
+        return [VoteEvent(id=f"vote:{cid}:{up}-{down}", event_time=when, observed_at=when,
+                          source=SOURCE, target="comment", target_id=cid, post_id=pid,
+                          upvotes=up, downvotes=down, delta_up=up, delta_down=down)]
 
     def _scripted_post(self, s: _ScriptedPost, t: float) -> list[Event]:
         w, rng = s.window, s.window.rng
@@ -1205,8 +1230,11 @@ def raw_api_answers(
             (parent["replies"] if parent is not None else state.roots).append(node)
             state.nodes[ev.comment_id] = node
             state.post["comment_count"] += 1
-        elif isinstance(ev, VoteEvent) and ev.target == "post" and ev.post_id in live:
-            live[ev.post_id].post.update(upvotes=ev.upvotes, downvotes=ev.downvotes)
+        elif isinstance(ev, VoteEvent) and ev.post_id in live:
+            state = live[ev.post_id]
+            target = state.post if ev.target == "post" else state.nodes.get(ev.target_id)
+            if target is not None:
+                target.update(upvotes=ev.upvotes, downvotes=ev.downvotes)
     while agenda:
         yield from fire()
 

@@ -129,12 +129,19 @@ def test_vote_changes_add_up(planted: tuple[list[Event], dict[str, Label]]) -> N
     events, _ = planted
     votes = _kind(events, "vote")
     assert len(votes) > 1000
+    made = {e.id.partition(":")[2]: e for e in events if e.kind in ("post", "comment")}
     seen: dict[str, tuple[int, int]] = {}
     for v in votes:
-        up, down = seen.get(v.post_id, (0, 0))
+        target = made[v.target_id]
+        assert target.kind == v.target and target.post_id == v.post_id
+        assert target.event_time < v.event_time
+        up, down = seen.get(v.target_id, (0, 0))
         assert (v.upvotes, v.downvotes) == (up + v.delta_up, down + v.delta_down)
         assert v.delta_up >= 0 and v.delta_down >= 0 and v.delta_up + v.delta_down > 0
-        seen[v.post_id] = (v.upvotes, v.downvotes)
+        seen[v.target_id] = (v.upvotes, v.downvotes)
+    voted = {v.target_id for v in votes if v.target == "comment"}
+    comments = _kind(events, "comment")
+    assert 0.1 < len(voted) / len(comments) < 0.5  # most comments never get a vote
 
 
 def test_max_events_stops_exactly_and_labels_only_what_was_emitted() -> None:
@@ -399,9 +406,11 @@ def test_raw_answers_normalise_back_to_the_canonical_run() -> None:
         post_key(e) for e in canonical if e.kind == "post"}
     assert {comment_key(e) for e in final if e.kind == "comment"} == {
         comment_key(e) for e in canonical if e.kind == "comment"}
-    votes = {e.post_id: (e.upvotes, e.downvotes) for e in canonical if e.kind == "vote"}
-    counts = {e.post_id: (e.upvotes, e.downvotes) for e in final if e.kind == "post"}
-    assert all(counts[pid] == v for pid, v in votes.items())
+    votes = {e.target_id: (e.upvotes, e.downvotes) for e in canonical if e.kind == "vote"}
+    counts = {e.id.partition(":")[2]: (e.upvotes, e.downvotes)
+              for e in final if e.kind in ("post", "comment")}
+    assert all(counts[target] == v for target, v in votes.items())
+    assert any(e.kind == "vote" and e.target == "comment" for e in canonical)
     assert listed == set(latest)
 
 
