@@ -1153,6 +1153,7 @@ def raw_api_answers(
     list_every: timedelta = timedelta(minutes=1),
     page_size: int = 25,
     repeat_share: float = 0.05,
+    null_author_share: float = 0.0,
     seed: int = 0,
 ) -> Iterator[dict[str, Any]]:
     """Canonical events -> the raw answers of a crawler polling ``GET /posts?sort=new`` and
@@ -1163,7 +1164,9 @@ def raw_api_answers(
     they come out in observation order. A post's state is dropped after its final revisit, so
     ``final_after`` must exceed the source's ``max_delay`` for the last answer to be complete.
     List pages repeat an item across pages with probability ``repeat_share``, as unstable offset
-    paging does. Memory: the posts of the last ``final_after`` plus one profile per agent seen.
+    paging does; with ``null_author_share`` a list item's author is null, as during the API's
+    unauthenticated-list incident (the normaliser dead-letters those items).
+    Memory: the posts of the last ``final_after`` plus one profile per agent seen.
     """
     rng = random.Random(f"{seed}:raw")
     profiles: dict[str, dict[str, Any]] = {}
@@ -1182,7 +1185,8 @@ def raw_api_answers(
     def fire() -> Iterator[dict[str, Any]]:
         when, _, pid = heapq.heappop(agenda)
         if not pid:
-            yield from _list_pages(fresh, live, when, page_size, repeat_share, rng)
+            yield from _list_pages(fresh, live, when, page_size, repeat_share,
+                                   null_author_share, rng)
             fresh.clear()
             return
         pid, _, final = pid.partition("|")
@@ -1252,14 +1256,16 @@ def _profile(ev: AgentEvent, seed: int) -> dict[str, Any]:
 
 
 def _list_pages(fresh: list[str], live: dict[str, _RawPost], when: datetime, size: int,
-                repeat_share: float, rng: random.Random) -> Iterator[dict[str, Any]]:
+                repeat_share: float, null_author_share: float,
+                rng: random.Random) -> Iterator[dict[str, Any]]:
     """``GET /posts?sort=new`` pages (offset paging) covering the posts since the last poll."""
     items = []
     for pid in reversed(fresh):  # newest first
         state = live.get(pid)
         if state is not None:
             post = dict(state.post)
-            post["author"] = {"id": post["author"]["id"], "name": post["author"]["name"]}
+            post["author"] = (None if null_author_share and rng.random() < null_author_share
+                              else {"id": post["author"]["id"], "name": post["author"]["name"]})
             items.append(post)
     offset = cursor = 0
     while cursor < len(items):

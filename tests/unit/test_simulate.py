@@ -446,6 +446,16 @@ def test_list_pages_repeat_items_across_pages_but_lose_none() -> None:
     assert len(listed) > len(created)  # unstable paging showed some posts twice
 
 
+def test_null_author_incident_reaches_the_dead_letters() -> None:
+    sim = Simulator(SimulationConfig(seed=3, agents=300, duration=timedelta(hours=1)))
+    reasons = collections.Counter()
+    for answer in sim.raw_answers(null_author_share=0.3):
+        if answer["_endpoint"].startswith("/posts?"):
+            for item in normalise_posts_list(answer, origin="sim"):
+                reasons[item.reason if isinstance(item, DeadLetter) else item.kind] += 1
+    assert 0.15 < reasons["null_author"] / (reasons["null_author"] + reasons["post"]) < 0.45
+
+
 def test_write_run_events_raw_and_labels(tmp_path: Path) -> None:
     cfg = SimulationConfig(seed=1, agents=300, duration=timedelta(hours=2),
                            scenarios=(ScenarioSpec.parse("surge:start=30m,duration=10m,"
