@@ -1,0 +1,244 @@
+"""Every Grafana panel's query, run by a real Prometheus scraping a running moltscope.
+
+The embedded broker and Redis, a worker and the API run as in production; a simulated society
+(ten days of event time, with a surge, a super-node and a burst planted near the end), a
+repeated head (duplicates) and malformed records (dead letters) go through them. The crawler
+runs against the loopback fake Moltbook with its metrics served on their own port. A real
+``prometheus`` binary scrapes both every second and evaluates dashboards/prometheus's rules;
+then each target of each generated dashboard is queried through ``/api/v1/query`` and must
+be valid and return data. Skipped only when the ``prometheus`` binary is missing
+(``scripts/install-system-deps.sh`` installs it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from kafka import KafkaProducer
+from prometheus_client import CollectorRegistry, start_http_server
+
+from service.config import Settings
+from service.embedded import ManagedProcess, free_port, port_open
+from service.producer import KafkaSink, ensure_topics, publish
+from service.sources.crawler import CrawlerOptions, MoltbookCrawler
+from service.sources.simulate import ScenarioSpec, SimulationConfig, Simulator
+from service.stack import cli_argv, settings_env
+from streams.events import Event, PostEvent
+from tests.integration.fake_moltbook import FakeMoltbook, Faults
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "dashboards" / "prometheus" / "moltscope.rules.yml"
+# What Grafana substitutes before a query reaches Prometheus (1 s scrapes: 1m is plenty).
+GRAFANA_VARIABLES = {"$__rate_interval": "1m"}
+DAYS = timedelta(days=10)
+
+T = TypeVar("T")
+
+
+def load_build() -> Any:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module("dashboards.build")
+
+
+def promql(expr: str) -> str:
+    for var, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(var, value)
+    assert "$" not in expr, f"unsubstituted Grafana variable in {expr!r}"
+    return expr
+
+
+def wait_for(fn: Callable[[], tuple[bool, T]], what: str, timeout: float = 300.0,
+             every: float = 0.5) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        ok, last = fn()
+        if ok:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached in {timeout:.0f} s; last: {last!r}")
+        time.sleep(every)
+
+
+def society() -> list[Event]:
+    """Ten days at a low rate, so day windows, n-gram grace and previous-day values exist;
+    scenarios in the last hours, so incidents are open when Prometheus is queried."""
+    end = DAYS
+    return list(Simulator(SimulationConfig(
+        seed=5, agents=300, posts_per_hour=8, agent_growth_per_hour=20, duration=DAYS,
+        scenarios=(ScenarioSpec(name="supernode", start=end - timedelta(hours=6)),
+                   ScenarioSpec(name="burst", start=end - timedelta(hours=5)),
+                   ScenarioSpec(name="surge", start=end - timedelta(minutes=50))),
+    )))
+
+
+class Crawl:
+    """The crawler against the fake Moltbook in a thread, its registry on a loopback port."""
+
+    def __init__(self) -> None:
+        self.fake = FakeMoltbook(faults=Faults(p_429=0.05, retry_after_s=0.2, p_5xx=0.05),
+                                 lifetime_s=600.0)
+        self.registry = CollectorRegistry()
+        self.port = free_port()
+        self.items: list[Any] = []
+        self.stop_event = threading.Event()
+
+    def __enter__(self) -> Crawl:
+        self.fake.__enter__()
+        self.server, _ = start_http_server(self.port, addr="127.0.0.1", registry=self.registry)
+        crawler = MoltbookCrawler(
+            CrawlerOptions(base_url=self.fake.url, requests_per_minute=600.0, page_limit=20,
+                           timeout_s=2.0, horizon_s=400 * 86_400.0, discovery_interval_s=1.0,
+                           revisit_min_s=0.5, revisit_max_s=5.0, backoff_base_s=0.05,
+                           backoff_cap_s=0.5, ip_block_backoff_s=0.5, ip_block_backoff_cap_s=1.0),
+            registry=self.registry)
+        self.thread = threading.Thread(target=self._run, args=(crawler,), daemon=True)
+        self.thread.start()
+        return self
+
+    def _run(self, crawler: MoltbookCrawler) -> None:
+        try:
+            crawler.run(self.items.append, self.stop_event)
+        finally:
+            crawler.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_event.set()
+        self.thread.join(30)
+        self.server.shutdown()
+        self.server.server_close()
+        self.fake.stop()
+
+
+def prometheus_config(api_port: int, crawler_port: int) -> dict[str, Any]:
+    """The example config's jobs and rules, pointed at the loopback ports, 1 s scrapes."""
+    return {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(RULES)],
+        "scrape_configs": [
+            {"job_name": "moltscope-api", "metrics_path": "/metrics",
+             "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}]},
+            {"job_name": "moltscope-source", "metrics_path": "/metrics",
+             "static_configs": [{"targets": [f"127.0.0.1:{crawler_port}"]}]},
+        ],
+    }
+
+
+@pytest.fixture
+def prometheus_binary() -> str:
+    path = shutil.which("prometheus")
+    if path is None:
+        pytest.skip("the prometheus binary is missing: run scripts/install-system-deps.sh")
+    return path
+
+
+@pytest.fixture
+def running_stack(stack_settings: Settings, tmp_path: Path) -> Iterator[Settings]:
+    s = stack_settings
+    ensure_topics(s)
+    env = settings_env(s)
+    procs = [ManagedProcess("worker", cli_argv("worker", "--loglevel", "info"), lambda: True,
+                            tmp_path / "worker.log", env=env),
+             ManagedProcess("api", cli_argv("api", "--loglevel", "warning"),
+                            lambda: port_open(s.api_port), tmp_path / "api.log", env=env)]
+    try:
+        for p in procs:
+            p.start()
+        api = f"http://127.0.0.1:{s.api_port}"
+        wait_for(lambda: (httpx.get(f"{api}/readyz").status_code == 200, None), "API ready",
+                 timeout=90)
+        yield s
+        assert all(p.alive for p in procs), "the worker or the API died during the test"
+    finally:
+        for p in reversed(procs):
+            p.stop()
+
+
+def test_every_panel_query_returns_data(prometheus_binary: str, running_stack: Settings,
+                                        tmp_path: Path) -> None:
+    s = running_stack
+    api = f"http://127.0.0.1:{s.api_port}"
+    build = load_build()
+    events = society()
+    posts = sum(isinstance(e, PostEvent) for e in events)
+
+    with Crawl() as crawl:
+        config = tmp_path / "prometheus.yml"
+        config.write_text(json.dumps(prometheus_config(s.api_port, crawl.port)))  # JSON is YAML
+        prom_port = free_port()
+        prom = ManagedProcess(
+            "prometheus",
+            [prometheus_binary, f"--config.file={config}",
+             f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
+            lambda: port_open(prom_port), tmp_path / "prometheus.log")
+        with prom:
+            url = f"http://127.0.0.1:{prom_port}"
+            wait_for(lambda: (httpx.get(f"{url}/-/ready").status_code == 200, None),
+                     "Prometheus ready", timeout=60)
+
+            sink = KafkaSink(s)
+            publish(events + events[:200], sink)  # the head again: duplicates, as paging repeats
+            sink.close()
+            raw = KafkaProducer(bootstrap_servers=s.kafka_bootstrap, acks="all")
+            raw.send(s.topic("events"), b'{"kind": "post", "id": ', key=b"x")
+            raw.send(s.topic("events"), json.dumps({"kind": "post", "post_id": "p"}).encode(),
+                     key=b"p")
+            raw.flush()
+            raw.close()
+
+            def absorbed() -> tuple[bool, Any]:
+                m = httpx.get(f"{api}/v1/metrics").json()
+                got = next((x["value"] for x in m["samples"] if x["name"] == "posts_total"), None)
+                return got == posts, {"posts_total": got, "want": posts, **m["counters"]}
+
+            wait_for(absorbed, "the worker absorbed the society")
+
+            def query(expr: str) -> dict[str, Any]:
+                return httpx.get(f"{url}/api/v1/query", params={"query": expr}, timeout=30).json()
+
+            def scraped_final() -> tuple[bool, Any]:
+                r = query("count_over_time(moltscope_posts_total[1m]) >= 3 "
+                          f"and moltscope_posts_total == {posts}")["data"]["result"]
+                crawler = query("moltscope_crawler_requests_total")["data"]["result"]
+                return bool(r) and bool(crawler), (r, crawler)
+
+            wait_for(scraped_final, "Prometheus scraped the final figures a few times",
+                     timeout=120)
+            time.sleep(3)  # a few more scrapes and rule evaluations
+
+            targets = httpx.get(f"{url}/api/v1/targets").json()["data"]["activeTargets"]
+            assert {t["labels"]["job"]: t["health"] for t in targets} == {
+                "moltscope-api": "up", "moltscope-source": "up"}, targets
+            groups = httpx.get(f"{url}/api/v1/rules").json()["data"]["groups"]
+            bad_rules = [(r["name"], r.get("lastError")) for g in groups for r in g["rules"]
+                         if r["health"] != "ok"]
+            assert groups and not bad_rules, bad_rules
+
+            failures: list[str] = []
+            checked = 0
+            for d in build.DASHBOARDS:
+                for panel, target in d.targets():
+                    checked += 1
+                    answer = query(promql(target.expr))
+                    where = f"{d.title} / {panel}: {target.expr}"
+                    if answer.get("status") != "success":
+                        failures.append(f"{where}: invalid: {answer.get('error')}")
+                    elif not answer["data"]["result"]:
+                        failures.append(f"{where}: no data")
+    assert checked > 40
+    assert not failures, f"{len(failures)} of {checked} panel queries failed:\n" + "\n".join(
+        failures)
