@@ -1,0 +1,81 @@
+"""Roles vs the batch pipeline on networkx features and scikit-learn's silhouette loop."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import networkx as nx
+import numpy as np
+import pytest
+from sklearn.cluster import KMeans
+from sklearn.metrics import silhouette_score
+from sklearn.preprocessing import StandardScaler
+
+from streams.state.graph import InteractionGraph, synthetic_interactions
+from streams.state.roles import RolesConfig, RolesEngine, role_features
+from tests.unit.collective_data import thread_events
+
+
+def batch_roles(weights: dict, seed: int = 0, n_init: int = 4) -> tuple[int, float, float]:
+    g = nx.DiGraph()
+    g.add_weighted_edges_from((u, v, w) for (u, v), w in weights.items())
+    names = sorted(g)
+    pr = nx.pagerank(g, alpha=0.85, tol=1e-12, max_iter=1000)
+    btw = nx.betweenness_centrality(g)
+    clus = nx.clustering(g.to_undirected())
+    x = np.array([[g.in_degree(a), g.out_degree(a), btw[a], clus[a], pr[a]] for a in names])
+    z = StandardScaler().fit_transform(x)
+    scores = {}
+    sizes = {}
+    for k in range(3, 9):
+        lab = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit_predict(z)
+        scores[k] = silhouette_score(z, lab)
+        sizes[k] = np.bincount(lab).max() / len(lab)
+    best = max(scores, key=scores.get)  # type: ignore[arg-type]
+    return best, scores[best], sizes[best]
+
+
+def test_roles_on_real_threads_match_the_batch_pipeline() -> None:
+    eng = RolesEngine(RolesConfig(every=timedelta(days=30)))
+    for e in thread_events():
+        eng.expire(e.event_time)
+        eng.update(e)
+    eng.refresh()
+    k, sil, periphery = batch_roles(eng.graph.cumulative())
+    snap = eng.snapshot()
+    assert snap.value("roles_k") == k
+    assert snap.value("roles_silhouette") == pytest.approx(sil)
+    assert snap.value("roles_periphery_ratio") == pytest.approx(periphery)
+    assert eng.runs_total >= 2  # the periodic runs happened on event time
+    roles = snap.details["roles"]["roles"]
+    assert roles[0]["agents"] == max(r["agents"] for r in roles)
+    member = next(a for a, r in Counter(eng._role).items() if r == 0)
+    assert eng.agent(member)["periphery"] is True  # type: ignore[index]
+
+
+def test_features_match_networkx() -> None:
+    g = InteractionGraph()
+    for e in synthetic_interactions(3000, 600, timedelta(hours=5), seed=2):
+        g.add(e)
+    weights = g.cumulative()
+    names, x = role_features(weights)
+    ng = nx.DiGraph()
+    ng.add_weighted_edges_from((u, v, w) for (u, v), w in weights.items())
+    pr = nx.pagerank(ng, tol=1e-12, max_iter=1000)
+    clus = nx.clustering(ng.to_undirected())
+    i = names.index(max(pr, key=pr.get))  # type: ignore[arg-type]
+    a = names[i]
+    assert x[i, 0] == ng.in_degree(a) and x[i, 1] == ng.out_degree(a)
+    assert x[i, 3] == pytest.approx(clus[a])
+    assert np.allclose(x[:, 4], [pr[n] for n in names], atol=1e-10)
+    sampled, xs = role_features(weights, RolesConfig(betweenness_exact_max=100,
+                                                     betweenness_samples=200))
+    assert sampled == names and np.allclose(xs[:, [0, 1, 3, 4]], x[:, [0, 1, 3, 4]])
+    assert np.corrcoef(xs[:, 2], x[:, 2])[0, 1] > 0.9  # sampled betweenness tracks exact
+
+
+def test_too_small_graph_reports_no_roles() -> None:
+    eng = RolesEngine()
+    assert eng.compute({("a", "b"): 1}) == {"agents": 2}
+    assert eng.snapshot().value("roles_k") is None and eng.agent("a") is None
