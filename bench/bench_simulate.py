@@ -4,6 +4,10 @@ Each size runs in a fresh child process so that its peak RSS is its own; the par
 sizes side by side with the ratio of their peaks above the baseline (interpreter, imports and the
 agent table). All five scenarios are planted at their default windows.
 
+At the default rates 100k events are ~40 simulated hours: the population (20k agents) is still
+registering, so the first size carries a little less per-agent state (ids, profiles seen) than
+the second; past ~45 h nothing grows (300k vs 1M: growth above baseline 1.06x).
+
     .venv/bin/python bench/bench_simulate.py                 # 100k vs 1M events
     .venv/bin/python bench/bench_simulate.py --events 20000 200000 --json --raw
 """
