@@ -64,8 +64,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="passes of paired raw/stage timing")
     ap.add_argument("--stream", type=int, default=400,
                     help="posts of the real stream for the cache run (0 = all 1,868)")
-    ap.add_argument("--ngram-days", type=int, default=8, help="days of replayed real text")
-    ap.add_argument("--knn-day", type=int, default=20_000, help="posts in the kNN test day")
+    ap.add_argument("--ngram-days", type=int, default=4, help="days of replayed real text")
+    ap.add_argument("--knn-day", type=int, default=10_000, help="posts in the kNN test day")
     ap.add_argument("--peak-posts", type=int, default=50_000, help="projected peak day posts")
     args = ap.parse_args()
 
