@@ -8,12 +8,14 @@ Per ``bucket_s`` of event time the detector measures four rates:
   ``reply_horizon_s`` (known only that long after the bucket ends);
 - ``new_agent_rate``: agents seen for the first time (after ``warmup_s``) per post.
 
-Each completed bucket's value is standardised against the median and robust standard deviation
-(1.4826 x MAD, floored at ``rel_sd_floor`` x median) of the previous ``baseline_buckets``, and fed
-to two Page-Hinkley tests (``river.drift.PageHinkley``, modes up and down). A change is reported
-when a test fires and the bucket's robust z-score is at least ``z_min`` in the same direction;
-it stays reported while later buckets stay beyond ``z_hold``. Buckets with fewer than
-``min_posts`` posts are skipped.
+Rates are heavy-tailed upwards (one viral thread), so each completed bucket's value is judged
+as log(value + ``log_offset``), standardised against the median and robust standard deviation
+(1.4826 x MAD, at least ``min_sd``) of the previous ``baseline_buckets``, and fed to two
+Page-Hinkley tests (``river.drift.PageHinkley``, modes up and down). A change is reported when
+a test has fired and ``confirm`` consecutive buckets have a robust z-score of at least ``z_min``
+in the same direction; it stays reported while later buckets stay beyond ``z_hold``. Buckets
+with fewer than ``min_posts`` posts are skipped. All rates moving down make one "collapse"
+incident, all moving up one "spike" (a rise of comments or votes per post is not judged).
 
 Memory: ``baseline_buckets`` values per rate, the open buckets, and the ids of the posts of the
 last ``reply_horizon_s + bucket_s`` (for the reply share); first-seen agents, at most
@@ -33,11 +35,12 @@ last ``reply_horizon_s + bucket_s`` (for the reply share); first-seen agents, at
 ...             comment_id=f"{m}.{c}", post_id=str(m), author=f"b{(m + c) % 40}"))
 ...     found += [f.key for f in d.findings(t.timestamp())]
 >>> sorted(set(found))
-['comment_rate:down', 'reply_share:down']
+['collapse']
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -48,6 +51,10 @@ from detectors.alert import Finding, Severity
 from streams.events import CommentEvent, Event, PostEvent, VoteEvent
 
 RATES = ("comment_rate", "vote_rate", "reply_share", "new_agent_rate")
+# Comments and votes per post are means of heavy-tailed counts: one viral thread lifts them,
+# which is a hot thread, not an engagement change; their rise is not judged, their fall is.
+DIRECTIONS = {"comment_rate": ("down",), "vote_rate": ("down",),
+              "reply_share": ("up", "down"), "new_agent_rate": ("up", "down")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +64,11 @@ class EngagementConfig:
     min_baseline: int = 6
     min_posts: int = 20
     reply_horizon_s: float = 1800.0
-    z_min: float = 5.0
-    z_hold: float = 2.5
-    rel_sd_floor: float = 0.05
+    z_min: float = 4.0
+    z_hold: float = 2.0
+    confirm: int = 2
+    log_offset: float = 0.05
+    min_sd: float = 0.05
     ph_delta: float = 0.5
     ph_threshold: float = 8.0
     warmup_s: float = 3 * 3600.0
@@ -83,6 +92,9 @@ class _Rate:
     down: PageHinkley
     active: str | None = None
     evidence: dict | None = None
+    streak: int = 0
+    streak_dir: str = ""
+    fired_ph: bool = False
 
 
 class EngagementDetector:
@@ -163,42 +175,59 @@ class EngagementDetector:
                 self._post_bucket.pop(pid, None)
             if b.posts >= cfg.min_posts:
                 self._judge("reply_share", idx, len(b.replied) / b.posts, b.posts)
-        return [self._finding(name, r) for name, r in self._rates.items() if r.active]
+        out = []
+        for direction, word in (("down", "collapse"), ("up", "spike")):
+            active = {n: r.evidence for n, r in self._rates.items()
+                      if r.active == direction and r.evidence}
+            if active:
+                out.append(self._finding(direction, word, active))
+        return out
 
     def _judge(self, name: str, idx: int, x: float, posts: int) -> None:
         cfg, r = self.cfg, self._rates[name]
+        y = math.log(x + cfg.log_offset)  # rates are heavy-tailed upwards: judge their log
         hist = list(r.history)
-        r.history.append(x)
+        r.history.append(y)
         if len(hist) < cfg.min_baseline:
             return
         med = statistics.median(hist)
-        sd = max(1.4826 * statistics.median(abs(v - med) for v in hist),
-                 cfg.rel_sd_floor * abs(med), 1e-6)
-        z = (x - med) / sd
+        sd = max(1.4826 * statistics.median(abs(v - med) for v in hist), cfg.min_sd)
+        z = (y - med) / sd
+        direction = "up" if z > 0 else "down"
+        if direction not in DIRECTIONS[name]:
+            z = 0.0
         r.up.update(z)
         r.down.update(z)
-        direction = "up" if z > 0 else "down"
         ph = r.up if direction == "up" else r.down
+        r.streak = r.streak + 1 if (abs(z) >= cfg.z_min and r.streak_dir == direction) else (
+            1 if abs(z) >= cfg.z_min else 0)
+        r.streak_dir = direction
+        r.fired_ph = r.fired_ph or ph.drift_detected
         if r.active == direction and abs(z) >= cfg.z_hold:
             pass
-        elif r.active is None and ph.drift_detected and abs(z) >= cfg.z_min:
+        elif r.active is None and r.fired_ph and r.streak >= cfg.confirm:
             r.active = direction
         else:
+            if r.streak == 0:
+                r.fired_ph = False
             r.active = None
             r.evidence = None
             return
         r.evidence = {"rate": name, "direction": direction, "value": round(x, 4),
-                      "baseline_median": round(med, 4), "baseline_sd": round(sd, 4),
+                      "baseline_median": round(math.exp(med) - cfg.log_offset, 4),
                       "z": round(z, 2), "bucket_start": idx * cfg.bucket_s,
                       "bucket_s": cfg.bucket_s, "posts_in_bucket": posts,
-                      "baseline_values": [round(v, 4) for v in hist]}
+                      "baseline_values": [round(math.exp(v) - cfg.log_offset, 4)
+                                          for v in hist]}
 
-    def _finding(self, name: str, r: _Rate) -> Finding:
-        ev = r.evidence or {}
-        word = {"up": "spike", "down": "collapse"}[r.active or "up"]
-        severity: Severity = "critical" if abs(ev.get("z", 0)) >= 2 * self.cfg.z_min else "warning"
-        summary = (f"Engagement {word}: {name} {ev.get('value')} vs baseline "
-                   f"{ev.get('baseline_median')} (z = {ev.get('z')})")
-        return Finding(self.type, f"{name}:{r.active}", severity, summary, ev,
-                       score=abs(ev.get("z", 0.0)), labels={"rate": name,
-                                                           "direction": r.active or ""})
+    def _finding(self, direction: str, word: str, active: dict[str, dict]) -> Finding:
+        """One incident per direction: a collapse moves several rates at once."""
+        z = max(abs(ev["z"]) for ev in active.values())
+        severity: Severity = "critical" if z >= 2 * self.cfg.z_min else "warning"
+        parts = ", ".join(f"{n} {ev['value']} vs {ev['baseline_median']}"
+                          for n, ev in sorted(active.items()))
+        summary = f"Engagement {word}: {parts}"
+        return Finding(self.type, word, severity, summary,
+                       {"direction": direction, "rates": active, "max_abs_z": z},
+                       score=z, labels={"direction": direction,
+                                        "rates": ",".join(sorted(active))})

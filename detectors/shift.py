@@ -10,8 +10,9 @@ normal variation, never against a fixed constant alone:
   standard deviations (1.4826 x MAD) and ``min_distance``, with ``min_posts`` in the window.
 - **agent** (topic drift of one agent): the mean of the agent's first ``agent_reference``
   posts against an exponential moving average (``agent_alpha``) of its later ones; an agent with
-  at least ``agent_min_posts`` posts drifts when that cosine falls ``k_mad`` robust standard
-  deviations below the median over all such agents and under ``agent_max_similarity``.
+  at least ``agent_min_posts`` posts drifts when that cosine falls ``agent_k_mad`` robust
+  standard deviations below the median over all such agents and under
+  ``agent_max_similarity``.
 
 Memory: ``(window_s + reference_s) / bucket_s`` vector sums and ``history`` distances for the
 society; two vectors (float32) per agent for at most ``max_agents`` agents (least recently
@@ -53,7 +54,8 @@ class ShiftConfig:
     agent_reference: int = 5
     agent_alpha: float = 0.3
     agent_min_posts: int = 12
-    agent_max_similarity: float = 0.6
+    agent_k_mad: float = 4.0
+    agent_max_similarity: float = 0.3
     min_agents: int = 20
     max_agents: int = 50_000
 
@@ -178,9 +180,8 @@ class ShiftDetector:
         out = []
         drifting = set()
         for name, s in sims.items():
-            bar = min(med - cfg.k_mad * sd, cfg.agent_max_similarity)
-            if name in self._drifting:
-                bar = min(med - 0.5 * cfg.k_mad * sd, cfg.agent_max_similarity)
+            k = cfg.agent_k_mad * (0.5 if name in self._drifting else 1.0)
+            bar = min(med - k * sd, cfg.agent_max_similarity)
             if s >= bar:
                 continue
             drifting.add(name)
