@@ -1,0 +1,331 @@
+"""A loopback Moltbook API serving the recorded real answers, with production's faults.
+
+Serves ``GET /posts?sort=new`` (offset or cursor paging, or either per walk), ``GET
+/posts/{id}`` and ``GET /agents/profile?name=`` from ``../shared/data/moltbook/api/``. The
+platform lives: every request is a tick; posts become visible in creation order
+(``initial`` at first, one more every ``release_every`` ticks, so new posts push offset pages
+down and pages repeat items as in production); a post's recorded comments appear in creation
+order over ``reveal_ticks`` ticks after the post, and its and its comments' vote counts grow
+linearly to the recorded ones, so revisits see new comments and count changes. A few
+profile agents' recent posts are served as posts too, so some authors have a profile.
+
+Faults (seeded): 429 bursts with ``Retry-After`` + ``X-RateLimit-*`` (every request inside
+the announced pause gets a 429 and counts as a violation), header-less 429 blocks (the
+per-IP limit; requests during the block are violations), 5xx, answers slower than the
+client's timeout, truncated and malformed JSON, pages that repeat or skip items.
+
+The server binds 127.0.0.1 on a free port and stops by itself after ``lifetime_s``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import random
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from service.sources.normalise import parse_time
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "moltbook"
+
+
+@dataclass
+class Faults:
+    """Per-request fault probabilities (a request inside a 429 pause gets that 429)."""
+
+    p_429: float = 0.0
+    retry_after_s: float = 0.2
+    p_429_bare: float = 0.0
+    bare_block_s: float = 0.3
+    p_5xx: float = 0.0
+    p_slow: float = 0.0
+    slow_s: float = 0.6
+    p_truncated: float = 0.0
+    p_malformed: float = 0.0
+    p_repeat: float = 0.0
+    p_skip: float = 0.0
+
+
+@dataclass
+class Logged:
+    t: float  # time.monotonic() on arrival
+    path: str
+    auth: str | None
+    fault: str = ""  # "", 429, bare (header-less 429), 5xx, slow, trunc, malformed
+    code: int = 0  # HTTP status sent
+
+
+def _ts(post: dict[str, Any]) -> float:
+    t = parse_time(post["created_at"])
+    assert t is not None
+    return t.timestamp()
+
+
+def _comments_in_order(tree: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def walk(nodes: list[dict[str, Any]]) -> None:
+        for n in nodes:
+            out.append(n)
+            walk(n.get("replies") or [])
+
+    walk(tree)
+    return sorted(out, key=_ts)
+
+
+class FakeMoltbook:
+    def __init__(
+        self,
+        data_dir: Path = DATA,
+        *,
+        paging: str = "offset",
+        initial: int = 40,
+        release_every: int = 2,
+        reveal_ticks: int = 150,
+        profile_posts: int = 8,
+        faults: Faults | None = None,
+        seed: int = 0,
+        lifetime_s: float = 120.0,
+    ) -> None:
+        assert paging in ("offset", "cursor", "mixed")
+        self.paging = paging
+        self.initial, self.release_every, self.reveal_ticks = initial, release_every, reveal_ticks
+        self.faults = faults or Faults()
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.tick = 0
+        self.log: list[Logged] = []
+        self.violations = 0
+        self.served_429 = 0
+        self._pause_until = 0.0
+        self._pause_kind = ""
+        self._lifetime_s = lifetime_s
+
+        api = data_dir / "api"
+        self.payloads: dict[str, dict[str, Any]] = {}
+        for f in sorted((api / "posts").glob("*.json")):
+            d = json.loads(f.read_text())
+            self.payloads[d["post"]["id"]] = {k: v for k, v in d.items() if not k.startswith("_")}
+        self.profiles: dict[str, dict[str, Any]] = {}
+        for line in (api / "agent-profiles.jsonl").read_text().splitlines():
+            a = json.loads(line)
+            self.profiles[a["name"]] = a
+            recent = a.get("_recent_posts") or []
+            if recent and profile_posts > 0 and recent[0]["id"] not in self.payloads:
+                profile_posts -= 1
+                post = {**recent[0], "author": {"id": a.get("id"), "name": a["name"]}}
+                self.payloads[post["id"]] = {"success": True, "post": post, "comments": []}
+        # release order = creation order; sort=new shows the newest first
+        self.order = sorted(self.payloads, key=lambda pid: (_ts(self.payloads[pid]["post"]), pid))
+        self._appear = {pid: max(0, (i - initial + 1) * release_every)
+                        for i, pid in enumerate(self.order)}
+        self._comments = {pid: _comments_in_order(p.get("comments") or [])
+                          for pid, p in self.payloads.items()}
+        self.full_tick = max(self._appear.values()) + reveal_ticks
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        server.daemon_threads = True
+        self._server = server
+        self.url = f"http://127.0.0.1:{server.server_address[1]}/api/v1"
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._timer = threading.Timer(lifetime_s, self.stop)
+        self._timer.daemon = True
+
+    # -------------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> FakeMoltbook:
+        self._thread.start()
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._timer.cancel()
+        self._server.shutdown()
+        self._server.server_close()
+
+    # -------------------------------------------------------------- the living platform
+
+    def _fraction(self, pid: str, tick: int) -> float:
+        return min(1.0, max(0.0, (tick - self._appear[pid]) / self.reveal_ticks))
+
+    def visible(self, tick: int) -> list[str]:
+        """Visible post ids, newest first."""
+        n = min(len(self.order), self.initial + tick // self.release_every)
+        return self.order[:n][::-1]
+
+    def _scaled(self, obj: dict[str, Any], f: float) -> dict[str, Any]:
+        out = dict(obj)
+        for k in ("upvotes", "downvotes", "comment_count"):
+            if isinstance(out.get(k), int):
+                out[k] = round(out[k] * f)
+        return out
+
+    def detail(self, pid: str, tick: int) -> dict[str, Any]:
+        f = self._fraction(pid, tick)
+        payload = self.payloads[pid]
+        comments = self._comments[pid]
+        shown = {c["id"] for c in comments[: math.ceil(f * len(comments))]}
+
+        def prune(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [{**self._scaled(n, f), "replies": prune(n.get("replies") or [])}
+                    for n in nodes if n["id"] in shown]
+
+        out = {**payload, "post": self._scaled(payload["post"], f)}
+        if "comments" in payload:
+            out["comments"] = prune(payload["comments"])
+        return out
+
+    def list_item(self, pid: str, tick: int) -> dict[str, Any]:
+        post = self._scaled(self.payloads[pid]["post"], self._fraction(pid, tick))
+        author = post.get("author")
+        post["author"] = ({"id": author.get("id"), "name": author.get("name")}
+                          if isinstance(author, dict) else None)
+        return post
+
+    def _page(self, query: dict[str, str], tick: int) -> dict[str, Any]:
+        limit = int(query.get("limit", "25"))
+        vis = self.visible(tick)
+        rng = self._rng
+        form = self.paging
+        if form == "mixed":
+            form = ("cursor" if "cursor" in query else "offset" if "offset" in query
+                    else rng.choice(["offset", "cursor"]))
+        if form == "cursor" and "cursor" in query:
+            key = tuple(json.loads(base64.urlsafe_b64decode(query["cursor"])))
+            start = next((i for i, pid in enumerate(vis)
+                          if (_ts(self.payloads[pid]["post"]), pid) < key), len(vis))
+        else:
+            start = int(query.get("offset", "0"))
+        if rng.random() < self.faults.p_repeat:
+            start = max(0, start - rng.randint(1, 3))
+        ids = vis[start:start + limit]
+        end = start + len(ids)
+        if len(ids) > 2 and rng.random() < self.faults.p_skip:  # an item this page drops
+            ids.pop(rng.randrange(1, len(ids) - 1))
+        posts = [self.list_item(pid, tick) for pid in ids]
+        has_more = end < len(vis)
+        if form == "cursor":
+            last = vis[end - 1] if end else None
+            cursor = (base64.urlsafe_b64encode(json.dumps(
+                [_ts(self.payloads[last]["post"]), last]).encode()).decode()
+                if last and has_more else None)
+            return {"success": True, "posts": posts, "has_more": has_more, "next_cursor": cursor}
+        nxt = end
+        if rng.random() < self.faults.p_skip:
+            nxt += rng.randint(1, 2)
+        return {"success": True, "posts": posts, "count": len(posts), "has_more": has_more,
+                "next_offset": nxt, "authenticated": False}
+
+    # -------------------------------------------------------------- HTTP
+
+    def _answer(self, path: str, query: dict[str, str], tick: int) -> tuple[int, Any]:
+        if path == "/api/v1/posts":
+            return 200, self._page(query, tick)
+        if path.startswith("/api/v1/posts/"):
+            pid = path.rsplit("/", 1)[1]
+            if pid in self.payloads and self._appear[pid] <= tick:
+                return 200, self.detail(pid, tick)
+            return 404, {"success": False, "error": "Post not found"}
+        if path == "/api/v1/agents/profile":
+            a = self.profiles.get(query.get("name", ""))
+            if a is None:
+                return 404, {"success": False, "error": "Agent not found",
+                             "hint": "Check the agent name"}
+            agent = {k: v for k, v in a.items() if not k.startswith("_")}
+            return 200, {"success": True, "agent": agent,
+                         "recentPosts": a.get("_recent_posts") or [],
+                         "recentComments": a.get("_recent_comments") or []}
+        return 404, {"success": False, "error": "Not found"}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else 40 ms delayed-ACK stalls per answer
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                now = time.monotonic()
+                split = urlsplit(self.path)
+                query = {k: v[-1] for k, v in parse_qs(split.query).items()}
+                f = fake.faults
+                with fake._lock:
+                    rng = fake._rng
+                    entry = Logged(now, self.path, self.headers.get("Authorization"))
+                    fake.log.append(entry)
+                    if now < fake._pause_until:
+                        fake.violations += 1
+                        kind = "bare" if fake._pause_kind == "bare" else "429"
+                    else:
+                        r = rng.random()
+                        edges = [("429", f.p_429), ("bare", f.p_429_bare), ("5xx", f.p_5xx),
+                                 ("slow", f.p_slow), ("trunc", f.p_truncated),
+                                 ("malformed", f.p_malformed)]
+                        kind = "ok"
+                        for name, p in edges:
+                            if r < p:
+                                kind = name
+                                break
+                            r -= p
+                        if kind == "429":
+                            fake._pause_until, fake._pause_kind = now + f.retry_after_s, "429"
+                        elif kind == "bare":
+                            fake._pause_until, fake._pause_kind = now + f.bare_block_s, "bare"
+                    tick = fake.tick
+                    fake.tick += 1
+                    if kind == "ok" or kind in ("slow", "trunc", "malformed"):
+                        status, obj = fake._answer(split.path, query, tick)
+                    entry.fault = "" if kind == "ok" else kind
+                    entry.code = {"429": 429, "bare": 429, "5xx": 503}.get(kind, 0)
+                    if kind in ("429", "bare"):
+                        fake.served_429 += 1
+                try:
+                    if kind == "429":
+                        reset = math.ceil(time.time() + f.retry_after_s)
+                        self._send(429, json.dumps({"success": False,
+                                                    "error": "Rate limit exceeded"}).encode(),
+                                   {"Retry-After": f"{f.retry_after_s}",
+                                    "X-RateLimit-Limit": "60", "X-RateLimit-Remaining": "0",
+                                    "X-RateLimit-Reset": str(reset)})
+                    elif kind == "bare":
+                        self._send(429, b'{"success":false,"error":"Too many requests"}', {})
+                    elif kind == "5xx":
+                        self._send(503, b"<html><body>503 Service Unavailable</body></html>",
+                                   {})
+                    else:
+                        if kind == "slow":
+                            time.sleep(f.slow_s)
+                        body = json.dumps(obj).encode()
+                        if kind == "trunc":
+                            body = body[: len(body) // 2]
+                        elif kind == "malformed":
+                            body = b'{"success": true, "posts": [{"id": ' + b"\x00garbage"
+                        entry.code = status
+                        self._send(status, body, {"X-RateLimit-Limit": "60",
+                                                  "X-RateLimit-Remaining": "59"})
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout) first
+
+        return Handler
