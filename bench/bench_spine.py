@@ -1,0 +1,104 @@
+"""Events/s through the normaliser and the activity metrics: offline, and through the embedded
+broker (Tansu) with real workers and Redis, side by side in one run.
+
+    .venv/bin/python bench/bench_spine.py [--events 50000] [--workers 1]
+
+The same raw Moltbook API answers (from the simulator's raw mode) are normalised; offline they
+go straight into the pipeline, online they are published to Kafka and the clock stops when the
+worker's snapshot in Redis shows every post and comment counted. Embedding is off in both, so
+this measures the spine itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from service.config import Settings  # noqa: E402
+from service.embedded import ManagedProcess, free_port, redis_server, tansu  # noqa: E402
+from service.producer import KafkaSink, ensure_topics, publish  # noqa: E402
+from service.sources.normalise import normalise_post_detail  # noqa: E402
+from service.sources.simulate import SimulationConfig, Simulator  # noqa: E402
+from service.stack import cli_argv, settings_env  # noqa: E402
+from service.stores.metrics import MetricStore  # noqa: E402
+from streams.pipeline import Pipeline  # noqa: E402
+from streams.replay import replay  # noqa: E402
+
+
+def raw_answers(n_events: int) -> list[str]:
+    sim = Simulator(SimulationConfig(seed=1, agents=5000, max_events=n_events))
+    return [json.dumps(a) for a in sim.raw_answers() if "post" in a]
+
+
+def normalise(answers: list[str]) -> list:
+    items = []
+    for a in answers:
+        items += normalise_post_detail(a, origin="bench")
+    return items
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=50_000)
+    ap.add_argument("--workers", type=int, default=1)
+    args = ap.parse_args()
+    answers = raw_answers(args.events)
+
+    t0 = time.perf_counter()
+    items = normalise(answers)
+    t_norm = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    offline = replay(items, Pipeline(embed=False)).pipeline.snapshot()
+    t_off = time.perf_counter() - t0
+    want = (offline.value("posts_total"), offline.value("comments_total"))
+    n = len(items)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        kp, rp = free_port(), free_port()
+        with tansu(kp, Path(tmp) / "tansu.log"), \
+                redis_server(rp, Path(tmp) / "redis", Path(tmp) / "redis.log"):
+            s = Settings(kafka_url=f"kafka://127.0.0.1:{kp}", redis_url=f"redis://127.0.0.1:{rp}",
+                         topic_prefix="bench", partitions=max(2, args.workers),
+                         snapshot_interval_s=0.25, embed=False)
+            ensure_topics(s)
+            workers = [ManagedProcess(f"w{i}", cli_argv("worker", "--loglevel", "warning"),
+                                      lambda: True, Path(tmp) / f"w{i}.log",
+                                      env=settings_env(s)).start() for i in range(args.workers)]
+            store = MetricStore(redis.Redis(port=rp), prefix="bench")
+            while not store.alive("worker"):
+                time.sleep(0.2)
+            time.sleep(8)  # consumer group settles
+            t0 = time.perf_counter()
+            sink = KafkaSink(s)
+            publish(items, sink)
+            sink.close()
+            t_pub = time.perf_counter() - t0
+            while True:
+                got = {x.name: x.value for x in store.samples()}
+                if (got.get("posts_total"), got.get("comments_total")) == want:
+                    break
+                time.sleep(0.05)
+            t_online = time.perf_counter() - t0
+            for w in workers:
+                w.stop()
+
+    print(f"items: {n} ({len(answers)} raw post answers)")
+    print(f"normaliser:            {n / t_norm:10.0f} items/s")
+    print(f"activity offline:      {n / t_off:10.0f} events/s")
+    print(f"normaliser + offline:  {n / (t_norm + t_off):10.0f} events/s")
+    print(f"publish to Tansu:      {n / t_pub:10.0f} events/s")
+    print(f"through the broker ({args.workers} worker{'s' if args.workers > 1 else ''}): "
+          f"{n / t_online:10.0f} events/s (publish to counted in Redis)")
+    print(f"ratio online/offline:  {(t_norm + t_off) / (t_norm + t_online):10.3f}")
+
+
+if __name__ == "__main__":
+    main()
