@@ -48,7 +48,7 @@ one consumer holds this state (bounded as above).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -123,8 +123,8 @@ class KnnState:
     def update_many(self, when: datetime | str, vectors: np.ndarray) -> None:
         """Add posts (rows; re-normalised, zero rows ignored) that share one window."""
         key = window_key(when, self.window)
-        if key in self._closed or (len(self._open) >= self.open_windows
-                                   and key < min(self._open)):
+        if key in self._closed or (self._closed and key < max(self._closed)) or (
+                len(self._open) >= self.open_windows and key < min(self._open)):
             self.late_total += len(vectors)
             return
         v = np.asarray(vectors, dtype=np.float32)
@@ -162,13 +162,19 @@ class KnnState:
         day.vecs[n:n + b] = v
         day.n = n + b
 
-    def expire(self) -> None:
-        """Close the oldest open windows beyond ``open_windows``; drop the oldest summaries."""
-        while len(self._open) > self.open_windows:
+    def expire(self, now: datetime | None = None) -> None:
+        """Close the oldest open windows beyond ``open_windows`` (counted back from ``now``'s
+        window when given, so a quiet stream still closes yesterday); drop old summaries."""
+        cutoff = None
+        if now is not None:
+            step = timedelta(days=1) if self.window == "day" else timedelta(hours=1)
+            cutoff = window_key(now - (self.open_windows - 1) * step, self.window)
+        while self._open and (len(self._open) > self.open_windows
+                              or (cutoff is not None and min(self._open) < cutoff)):
             oldest = min(self._open)
-            summary = self._summary(self._open.pop(oldest))
-            self._closed[oldest] = KnnSummary(summary.count, summary.mean, summary.quantiles,
-                                              summary.histogram, closed=True)
+            s = self._summary(self._open.pop(oldest))
+            self._closed[oldest] = KnnSummary(s.count, s.mean, s.quantiles, s.histogram,
+                                              closed=True)
         while len(self._closed) > self.keep_closed:
             del self._closed[min(self._closed)]
 

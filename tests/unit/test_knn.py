@@ -89,6 +89,22 @@ def test_closing_windows_bounds_memory_and_counts_late_posts() -> None:
                                                     abs=1e-6)
 
 
+def test_expire_by_time_closes_quiet_windows() -> None:
+    rng = np.random.default_rng(3)
+    st = KnnState(dim=8, open_windows=2)
+    st.update_many("2026-02-01", clustered(rng, 30, dim=8))
+    st.expire(datetime(2026, 2, 2, 12, tzinfo=UTC))  # 02-01 is yesterday: still open
+    assert not st.summaries()["2026-02-01"].closed
+    st.expire(datetime(2026, 2, 3, 0, 5, tzinfo=UTC))
+    assert st.summaries()["2026-02-01"].closed and st.nbytes() == 0
+    st.update_many("2026-01-31", clustered(rng, 3, dim=8))  # older than a closed window
+    assert st.late_total == 3
+    hourly = KnnState(dim=8, window="hour", open_windows=1)
+    hourly.update(datetime(2026, 2, 1, 5, 59, tzinfo=UTC), np.ones(8))
+    hourly.expire(datetime(2026, 2, 1, 6, 0, tzinfo=UTC))
+    assert hourly.summaries()["2026-02-01T05"].closed
+
+
 def test_js_divergence_matches_scipy() -> None:
     rng = np.random.default_rng(2)
     for _ in range(20):
