@@ -12,7 +12,8 @@ Each writes a ground-truth :class:`Label` naming the agents and posts involved.
 Events come out as a generator in event-time order. Memory is bounded and does not grow with the
 length of the run: the agent table grows with the population (``agents`` plus surge accounts), the
 schedule of pending comments and vote changes with ``posts_per_hour * max_delay`` (nothing is ever
-scheduled more than ``max_delay`` after its post), and labels with the scenarios' sizes.
+scheduled more than ``max_delay`` after its post; one thread holds at most 2,000 comments), and
+labels with the scenarios' sizes (``bench/bench_simulate.py`` measures it).
 :func:`raw_api_answers` turns the same stream into the raw ``GET /posts/{id}`` answers and
 ``GET /posts`` envelopes a crawler revisiting posts would archive; its memory is bounded by the
 posts of the last ``max_delay`` plus the profiles of the agents seen.
@@ -307,6 +308,7 @@ def _far_topics(origin: str) -> list[str]:
     mine = words(origin)
     others = [t for t in TOPIC_NAMES if t not in (origin, "shitposts")]
     return sorted(others, key=lambda t: len(mine & words(t)) / len(mine | words(t)))
+
 
 # ------------------------------------------------------------------------------ configuration
 
