@@ -12,11 +12,12 @@ turn whenever more than one is due:
   A new post is emitted from its list item (or from its first detail answer when the list
   item dead-letters, e.g. the ``author: null`` incident) and joins the revisit queue.
 - **revisits**: ``GET /posts/{id}`` for the comment tree, in order of next-visit time. The
-  interval is ``clamp(age * revisit_age_fraction, revisit_min_s, revisit_max_s)`` divided by
-  ``1 + activity`` (new comments and vote changes seen at that visit), so young and busy posts
-  come back soon; a post leaves the queue ``horizon_s`` after its creation (404: at once
-  stops being fetched). New comments become CommentEvents; changed (upvotes, downvotes) of
-  the post or a known comment become VoteEvents.
+  interval is ``I = clamp(age * revisit_age_fraction, revisit_min_s, revisit_max_s)`` divided
+  by ``1 + activity`` (new comments created within the last ``I``, plus the post and comments
+  whose votes changed since the last visit), so young and busy posts come back soon; a post
+  leaves the queue ``horizon_s`` after its creation (after a 404 it is no longer fetched).
+  New comments become CommentEvents; changed (upvotes, downvotes) of the post or a known
+  comment become VoteEvents.
 - **profiles**: ``GET /agents/profile?name=`` once for each new author. Until it answers,
   the AgentEvent built from the payload's author object is kept as a fallback (emitted on
   404); SubmoltEvents are emitted once per name.
@@ -540,6 +541,9 @@ class MoltbookCrawler:
             post.gone = True
             self._schedule(pid, post, post.created + o.horizon_s)
             return unit
+        age = max(0.0, now - post.created)
+        interval = min(o.revisit_max_s, max(o.revisit_min_s, age * o.revisit_age_fraction))
+        recent = now - interval  # comments newer than this count as activity
         activity = 0
         if ans.kind == "ok":
             items = normalise_post_detail(ans.data or {}, observed_at=self._observed(),
@@ -562,7 +566,7 @@ class MoltbookCrawler:
                 before = post.comments.get(item.comment_id)
                 if before is None:
                     self._emit_new(unit, item)
-                    activity += 1
+                    activity += item.event_time.timestamp() >= recent
                 post.comments[item.comment_id] = self._vote(
                     unit, "comment", item.comment_id, pid, before, item)
                 activity += before is not None and post.comments[item.comment_id] != before
@@ -571,8 +575,6 @@ class MoltbookCrawler:
             elif isinstance(item, DeadLetter) and (fp := _fingerprint(item)) not in post.dead:
                 post.dead.append(fp)
                 unit.items.append(item)
-        age = max(0.0, now - post.created)
-        interval = min(o.revisit_max_s, max(o.revisit_min_s, age * o.revisit_age_fraction))
         self._schedule(pid, post, now + max(o.revisit_min_s, interval / (1 + activity)))
         return unit
 

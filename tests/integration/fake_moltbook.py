@@ -51,6 +51,8 @@ class Faults:
     p_malformed: float = 0.0
     p_repeat: float = 0.0
     p_skip: float = 0.0
+    burst_429_at: tuple[int, ...] = ()  # ticks that surely start a 429 pause with headers
+    bare_429_at: tuple[int, ...] = ()  # ... and a header-less per-IP block
 
 
 @dataclass
@@ -283,8 +285,9 @@ class FakeMoltbook:
                         edges = [("429", f.p_429), ("bare", f.p_429_bare), ("5xx", f.p_5xx),
                                  ("slow", f.p_slow), ("trunc", f.p_truncated),
                                  ("malformed", f.p_malformed)]
-                        kind = "ok"
-                        for name, p in edges:
+                        kind = ("429" if fake.tick in f.burst_429_at
+                                else "bare" if fake.tick in f.bare_429_at else "ok")
+                        for name, p in edges if kind == "ok" else ():
                             if r < p:
                                 kind = name
                                 break

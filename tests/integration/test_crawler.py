@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,9 @@ REDIS_SERVER = Path(sys.prefix) / "lib" / "python3.11" / "site-packages" / "redi
     / "redis-server"
 RPM = 6000.0  # 100 requests/s: fast tests, still a ceiling the loopback could easily break
 SECRET = "moltbook_sk_TEST_do_not_log_4f9a1c"
-FAULTS = Faults(p_429=0.01, retry_after_s=0.2, p_429_bare=0.005, bare_block_s=0.3, p_5xx=0.04,
-                p_slow=0.02, slow_s=0.5, p_truncated=0.03, p_malformed=0.02, p_repeat=0.3,
-                p_skip=0.3)
+FAULTS = Faults(p_429=0.008, retry_after_s=0.2, p_429_bare=0.004, bare_block_s=0.3,
+                p_5xx=0.03, p_slow=0.01, slow_s=0.3, p_truncated=0.02, p_malformed=0.02,
+                p_repeat=0.3, p_skip=0.3, burst_429_at=(30, 300), bare_429_at=(150,))
 
 
 def _free_port() -> int:
@@ -72,10 +72,10 @@ def living(paging: str, seed: int) -> FakeMoltbook:
 
 def options(fake: FakeMoltbook, **kw: Any) -> CrawlerOptions:
     base: dict[str, Any] = dict(
-        base_url=fake.url, requests_per_minute=RPM, page_limit=20, timeout_s=0.25,
+        base_url=fake.url, requests_per_minute=RPM, page_limit=20, timeout_s=0.2,
         horizon_s=400 * 86_400.0,  # the recorded posts are months old
         discovery_interval_s=0.3, sweep_interval_s=1.5, revisit_min_s=0.05, revisit_max_s=0.4,
-        backoff_base_s=0.02, backoff_cap_s=0.2, ip_block_backoff_s=0.4,
+        backoff_base_s=0.02, backoff_cap_s=0.2, ip_block_backoff_s=0.35,
         ip_block_backoff_cap_s=1.0, max_retries=6)
     return CrawlerOptions(**{**base, **kw})
 
@@ -149,12 +149,12 @@ def assert_votes_consistent(items: list[Any]) -> None:
             last[i.target_id] = (i.upvotes, i.downvotes)
 
 
-@pytest.mark.parametrize("paging", ["offset", "cursor", "mixed"])
+@pytest.mark.parametrize("paging", ["offset", "cursor"])
 def test_every_post_and_comment_exactly_once_under_faults(
     paging: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    with living(paging, seed={"offset": 1, "cursor": 2, "mixed": 3}[paging]) as fake:
+    with living(paging, seed={"offset": 1, "cursor": 2}[paging]) as fake:
         expected = expected_ids(fake)
         registry = CollectorRegistry()
         crawler = MoltbookCrawler(options(fake, api_key=SECRET),
@@ -196,7 +196,7 @@ def test_every_post_and_comment_exactly_once_under_faults(
         assert max_in_window(times, window) <= 1 + RPM / 60 * window + 1
     assert fake.violations == 0
     faults = Counter(x.fault for x in log)
-    assert faults["429"] >= 2 and faults["bare"] >= 1 and faults["5xx"] >= 3
+    assert faults["429"] >= 2 and faults["bare"] >= 1 and faults["5xx"] >= 5
     assert faults["slow"] >= 1 and faults["trunc"] >= 1 and faults["malformed"] >= 1
 
     # the API key went out as a bearer token and never into the logs
@@ -212,7 +212,7 @@ def test_every_post_and_comment_exactly_once_under_faults(
     assert metric("moltscope_crawler_requests_total", status="429") == fake.served_429
     assert metric("moltscope_crawler_requests_total", status="timeout") == faults["slow"]
     assert metric("moltscope_crawler_rate_limited_total") == fake.served_429
-    assert metric("moltscope_crawler_backoff_seconds_total") >= 0.4 * faults["bare"] + 0.2 * (
+    assert metric("moltscope_crawler_backoff_seconds_total") >= 0.35 * faults["bare"] + 0.2 * (
         faults["429"])
     assert metric("moltscope_crawler_posts_discovered_total") == len(fake.payloads)
     assert metric("moltscope_crawler_revisit_queue_length") == len(fake.payloads)
@@ -270,3 +270,94 @@ def test_killed_and_restarted_loses_and_duplicates_nothing(
     assert expected <= set(ids1) | set(ids2)
     assert set(ids1) & set(ids2) <= in_flight
     assert_votes_consistent([*first[: store.at_commit], *second])
+
+
+def test_schedule_favours_young_and_busy_posts_and_honours_the_horizon() -> None:
+    """Simulated 13 hours on a fake clock, real payloads re-dated to chosen ages."""
+    import copy
+    import json
+    from datetime import UTC, datetime
+
+    import httpx
+
+    from tests.integration.fake_moltbook import DATA, _comments_in_order
+
+    now = [datetime(2026, 3, 1, 12, tzinfo=UTC).timestamp()]
+    day = 86_400.0
+    files = {"young": "0019c632-4d4c-4111-bf6d-f71b6cb8436c", "busy":
+             "10b01acb-1acd-4a16-b105-2295d37618ff", "old": "35dab79a-3436-4262-bb78-7ca8800b2f91",
+             "ancient": "00012ec8-3b39-410b-a6a7-50d204e227a2",
+             "beyond": "000172e3-7252-4b78-9b21-7fe9e6c6abdb"}
+    ages = {"young": 600.0, "busy": 2 * day, "old": 2 * day, "ancient": 2.95 * day,
+            "beyond": 4 * day}
+    payloads, names = {}, {}
+    for name, pid in files.items():
+        d = json.loads((DATA / "api" / "posts" / f"{pid}.json").read_text())
+        created = datetime.fromtimestamp(now[0] - ages[name], UTC).isoformat()
+        d["post"]["created_at"] = created
+        payloads[pid], names[pid] = d, name
+    busy_comments = _comments_in_order(payloads[files["busy"]]["comments"])
+    visits: Counter[str] = Counter()
+    posted_at: dict[str, str] = {}
+    visit_times: dict[str, list[float]] = defaultdict(list)
+    request_times: list[float] = []
+
+    def detail(pid: str) -> dict[str, Any]:
+        d = copy.deepcopy(payloads[pid])
+        if names[pid] == "busy":  # one more recorded comment, written just now, each visit
+            new = busy_comments[visits[pid] - 1]["id"]
+            posted_at.setdefault(new, datetime.fromtimestamp(now[0], UTC).isoformat())
+
+            def prune(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                return [{**n, "created_at": posted_at[n["id"]],
+                         "replies": prune(n.get("replies") or [])}
+                        for n in nodes if n["id"] in posted_at]
+            d["comments"] = prune(d["comments"])
+        return d
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        request_times.append(now[0])
+        path = request.url.path.removeprefix("/api/v1")
+        if path == "/posts":
+            order = sorted(payloads, key=lambda p: payloads[p]["post"]["created_at"],
+                           reverse=True)
+            return httpx.Response(200, json={"success": True, "has_more": False,
+                                             "posts": [payloads[p]["post"] for p in order],
+                                             "count": len(order), "next_offset": len(order)})
+        pid = path.rsplit("/", 1)[1]
+        visits[pid] += 1
+        visit_times[names[pid]].append(now[0])
+        return httpx.Response(200, json=detail(pid))
+
+    stop = threading.Event()
+    end = now[0] + 13 * 3600
+
+    def sleep(s: float) -> None:
+        now[0] += s
+        if now[0] >= end:
+            stop.set()
+
+    registry = CollectorRegistry()
+    client = httpx.Client(base_url="http://moltbook.test/api/v1",
+                          transport=httpx.MockTransport(handler))
+    crawler = MoltbookCrawler(
+        CrawlerOptions(base_url="http://moltbook.test/api/v1", requests_per_minute=60,
+                       fetch_profiles=False, discovery_interval_s=600),
+        None, client=client, clock=lambda: now[0], sleep=sleep, registry=registry)
+    items = list(crawler.events(stop))
+    by_name = {names[p]: n for p, n in visits.items()}
+    posts = {i.post_id for i in items if getattr(i, "kind", "") == "post"}
+    assert posts == {pid for name, pid in files.items() if name != "beyond"}
+    # young: ~log(13 h / 10 min) / log(1.25) visits; an equally old quiet post comes back
+    # every 6 hours, a busy one (a new comment at each visit) every 3
+    assert by_name["young"] >= 15
+    assert np.diff(visit_times["old"])[:2] == pytest.approx([6 * 3600] * 2, abs=5)
+    assert np.diff(visit_times["busy"])[:3] == pytest.approx([3 * 3600] * 3, abs=5)
+    # the post 2.95 days old was visited once and left the queue at the 3-day horizon;
+    # the 4-day-old post was never fetched
+    assert by_name["ancient"] == 1 and "beyond" not in by_name
+    assert registry.get_sample_value("moltscope_crawler_revisit_queue_length") == 3
+    comments = [i for i in items if getattr(i, "kind", "") == "comment"]
+    assert len(comments) == len({c.id for c in comments}) >= by_name["busy"] - 1
+    # at 60/min on the simulated clock, requests are at least a second apart
+    assert min(np.diff(request_times)) >= 1.0 - 1e-6
