@@ -25,14 +25,16 @@ carry the whole series, settled or provisional. Events older than T - ``lateness
 lives already split.
 
 Bounded memory. N-grams are hashed to 64-bit ids (token ids from blake2b, combined by a
-polynomial rolling hash; collisions are ~n^2 / 2^65, about 1e-5 for 10^7 n-grams a table).
-Per n, a table sorted by id holds first and last day (uint16 days since 1970, good to 2149) and
-an occurrence count capped at 2 (uint8): 13 bytes a tracked n-gram (plus, while merging, a
-transient copy of one column). N-grams are dropped
-as soon as they can no longer change: unseen for more than G days (singletons included), so the
-tables hold only the n-grams of the last G + lateness days. Occurrences are buffered and merged
-in vectorised batches (at each day change, every ``flush_every`` occurrences and on snapshot);
-births and deaths are kept as per-day counters, so finished n-grams leave no trace but counts.
+polynomial rolling hash; expected colliding pairs ~N^2 / 2^65 for N n-grams in a table, 3e-6
+for N = 10^7). Per n, a table sorted by id holds first and last day (uint16 days since 1970,
+good to 2149) and an occurrence count capped at 2 (uint8): 13 bytes a tracked n-gram (plus,
+while merging, a transient copy of one column and of the buffered occurrences). N-grams are
+dropped as soon as they can no longer change: unseen for more than G days (singletons
+included), so the tables hold only the n-grams of the last G + lateness + 1 days. Occurrences
+are buffered and merged in vectorised batches (at each day change, every ``flush_every``
+occurrences and on snapshot); births and deaths are kept as per-day counters (``births`` /
+``deaths`` of a day in the series: qualifying lives whose first / last day it is), so finished
+n-grams leave nothing but counts.
 
 Multi-worker: births and deaths need each n-gram's whole history in one place, and the per-day
 counters are only additive between trackers that own disjoint n-grams. So either one reducer
