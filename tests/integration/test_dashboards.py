@@ -131,7 +131,7 @@ def prometheus_config(api_port: int, crawler_port: int) -> dict[str, Any]:
         "scrape_configs": [
             {"job_name": "moltscope-api", "metrics_path": "/metrics",
              "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}]},
-            {"job_name": "moltscope-source", "metrics_path": "/metrics",
+            {"job_name": "moltscope-crawler", "metrics_path": "/metrics",
              "static_configs": [{"targets": [f"127.0.0.1:{crawler_port}"]}]},
         ],
     }
@@ -222,7 +222,7 @@ def test_every_panel_query_returns_data(prometheus_binary: str, running_stack: S
 
             targets = httpx.get(f"{url}/api/v1/targets").json()["data"]["activeTargets"]
             assert {t["labels"]["job"]: t["health"] for t in targets} == {
-                "moltscope-api": "up", "moltscope-source": "up"}, targets
+                "moltscope-api": "up", "moltscope-crawler": "up"}, targets
             groups = httpx.get(f"{url}/api/v1/rules").json()["data"]["groups"]
             bad_rules = [(r["name"], r.get("lastError")) for g in groups for r in g["rules"]
                          if r["health"] != "ok"]

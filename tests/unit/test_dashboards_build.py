@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -126,3 +127,82 @@ def test_alertmanager_config_checks_and_routes() -> None:
     routed = run_ok(amtool, "config", "routes", "test", f"--config.file={config}",
                     "severity=critical", "alertname=MoltscopeApiDown")
     assert routed.splitlines()[0] == "moltscope-webhook"
+
+
+# ------------------------------------------------------------------------ deployment files
+# No Docker engine nor helm binary in the test environment: these hold the files' structure
+# (and run `docker-compose config` when a compose client is installed).
+
+def load_yaml(path: Path) -> Any:
+    import yaml  # PyYAML (a dependency of huggingface_hub)
+
+    return yaml.safe_load(path.read_text())
+
+
+def test_compose_file() -> None:
+    compose = load_yaml(ROOT / "docker-compose.yml")
+    services = compose["services"]
+    assert {"kafka", "redis", "topics", "worker", "api", "source", "crawler", "prometheus",
+            "alertmanager", "grafana"} <= services.keys()
+    assert services["worker"]["deploy"]["replicas"] == 2
+    assert services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    for name, svc in services.items():
+        for port in svc.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
+        for volume in svc.get("volumes", []):
+            source = volume.split(":", 1)[0]
+            if source.startswith("./"):
+                assert (ROOT / source).exists(), f"{name} mounts missing {source}"
+    provider = load_yaml(ROOT / "dashboards/provisioning/dashboards/moltscope.yml")
+    mounted = {v.split(":")[1] for v in services["grafana"]["volumes"]}
+    assert provider["providers"][0]["options"]["path"] in mounted
+    scrape = load_yaml(ROOT / "dashboards/prometheus/prometheus.yml")["scrape_configs"]
+    api_port = services["api"]["environment"]["MOLTSCOPE_API_PORT"]
+    assert f"api:{api_port}" in scrape[0]["static_configs"][0]["targets"]
+
+
+def test_compose_config_validates(monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("docker-compose"):
+        argv = ["docker-compose"]
+    elif shutil.which("docker") and subprocess.run(["docker", "compose", "version"],
+                                                   capture_output=True).returncode == 0:
+        argv = ["docker", "compose"]
+    else:
+        pytest.skip("no docker compose client installed")
+    monkeypatch.setenv("MOLTSCOPE_API_TOKEN", "test-token")
+    run_ok(*argv, "-f", str(ROOT / "docker-compose.yml"), "--profile", "crawl", "config", "-q")
+    monkeypatch.delenv("MOLTSCOPE_API_TOKEN")
+    refused = subprocess.run([*argv, "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
+                             capture_output=True, text=True, cwd=ROOT)
+    assert refused.returncode != 0 and "MOLTSCOPE_API_TOKEN" in refused.stderr
+
+
+def test_dockerfile_copies_what_dockerignore_keeps() -> None:
+    lines = (ROOT / "Dockerfile").read_text().splitlines()
+    ignored = {ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
+               if ln.strip() and not ln.startswith("#")}
+    copied = [p for ln in lines if ln.startswith("COPY ") for p in ln.split()[1:-1]]
+    assert copied
+    for path in copied:
+        assert (ROOT / path).exists() and path not in ignored, path
+    assert "FROM python:3.11-slim" in lines
+    assert any("torch==2.13.0+cpu" in ln for ln in lines)
+
+
+def test_helm_chart_references_only_defined_values() -> None:
+    import re
+
+    chart = ROOT / "helm" / "moltscope"
+    meta = load_yaml(chart / "Chart.yaml")
+    assert meta["apiVersion"] == "v2" and meta["name"] == "moltscope"
+    values = load_yaml(chart / "values.yaml")
+    refs: set[str] = set()
+    for template in (chart / "templates").iterdir():
+        refs |= set(re.findall(r"\.Values\.([A-Za-z0-9_.]+)", template.read_text()))
+    assert refs
+    for ref in sorted(refs):
+        node: Any = values
+        for key in ref.split("."):
+            assert isinstance(node, dict) and key in node, f".Values.{ref} is not in values.yaml"
+            node = node[key]
+    assert values["worker"]["replicas"] == 2
