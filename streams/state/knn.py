@@ -18,10 +18,11 @@ JSD(P, Q) = H(M) - (H(P) + H(Q)) / 2 with M = (P + Q) / 2 (= scipy's ``jensensha
 base=2) ** 2``), between each window and the previous non-empty window.
 
 Memory: an open window holds (dim + k) float32 per post: 1,576 bytes for 384 dims and k = 10,
-so 50,000 posts (a Moltbook peak day) take 79 MB. ``open_windows`` (default 2: today and
-yesterday, for late posts) are kept; when a newer window opens the oldest is closed to its
-summary (a few hundred bytes) and its vectors freed; posts for a closed window are counted in
-``knn_late_total`` and skipped. ``max_per_window`` (default 100,000, 158 MB) caps a window:
+so 50,000 posts (a Moltbook peak day) take 79 MB (up to 1.5x that: capacity grows by 1.5x).
+``open_windows`` (default 2: today and yesterday, for late posts) are kept; when a newer
+window opens, or ``expire(now)`` says so, the oldest is closed to its summary (a few hundred
+bytes) and its vectors freed; posts for a closed window are counted in ``knn_late_total`` and
+skipped. ``max_per_window`` (default 100,000, 158 MB) caps a window:
 posts beyond it are counted in ``knn_skipped_total`` and skipped (no approximation is made;
 the cap is a guard, well above Moltbook's volume). Per-window update cost is O(n) a post, so
 O(n^2 dim) over a day: about 1e12 flops for 50,000 posts, minutes of one core a day.
@@ -145,7 +146,7 @@ class KnnState:
     def _insert(self, day: _Open, v: np.ndarray) -> None:
         n, b, k = day.n, len(v), self.k
         if n + b > len(day.vecs):
-            cap = min(self.max_per_window, max(2 * len(day.vecs), n + b, 64))
+            cap = min(self.max_per_window, max(len(day.vecs) * 3 // 2, n + b, 64))
             vecs = np.empty((cap, self.dim), np.float32)
             top = np.full((cap, k), -np.inf, np.float32)
             vecs[:n], top[:n] = day.vecs[:n], day.top[:n]
