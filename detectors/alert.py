@@ -91,6 +91,7 @@ class _Open:
     alert: Alert
     last_seen: datetime
     score: float
+    latest: Finding | None = None  # the newest finding, kept for the resolution's evidence
 
 
 class AlertBook:
@@ -114,6 +115,7 @@ class AlertBook:
 
     def reconcile(self, now: datetime, alert_type: str, findings: list[Finding]) -> list[Alert]:
         """Transitions caused by one detector's findings at ``now`` (its full current list)."""
+        self._forget_cooled(now)
         out: list[Alert] = []
         seen: set[str] = set()
         for f in findings:
@@ -126,7 +128,6 @@ class AlertBook:
             if (entry.alert.type == alert_type and fp not in seen
                     and now - entry.last_seen >= self.resolve_after):
                 out.append(self._resolve(fp, entry, now))
-        self._forget_cooled(now)
         return out
 
     def resolve_all(self, now: datetime) -> list[Alert]:
@@ -169,6 +170,7 @@ class AlertBook:
             self._open[fp] = _Open(alert, now, f.score)
             return [alert]
         entry.last_seen = now
+        entry.latest = f
         old = entry.alert
         escalated = SEVERITY_RANK[f.severity] > SEVERITY_RANK[old.severity]
         grew = (f.score >= entry.score * self.update_score_ratio and f.score > entry.score
@@ -181,9 +183,11 @@ class AlertBook:
 
     def _resolve(self, fp: str, entry: _Open, now: datetime) -> Alert:
         del self._open[fp]
-        alert = entry.alert.model_copy(update={
-            "state": "resolved", "ends_at": entry.last_seen, "updated_at": now,
-            "sequence": entry.alert.sequence + 1})
+        update: dict = {"state": "resolved", "ends_at": entry.last_seen, "updated_at": now,
+                        "sequence": entry.alert.sequence + 1}
+        if entry.latest is not None:  # resolve with the incident's final evidence
+            update |= {"summary": entry.latest.summary, "evidence": entry.latest.evidence}
+        alert = entry.alert.model_copy(update=update)
         self._recently_resolved[fp] = alert
         self._closed.append(alert)
         return alert

@@ -93,6 +93,8 @@ class BurstDetector:
         self._start: float | None = None
         self._texts = 0
         self._reported: dict[str, float] = {}
+        self._dirty: set[str] = set()
+        self._expired_at: float | None = None
 
     def observe_event(self, event: Event) -> None:
         if isinstance(event, PostEvent):
@@ -117,6 +119,7 @@ class BurstDetector:
             y = self._young.get(g)
             if y is not None:
                 y.uses += 1
+                self._dirty.add(g)
                 if author not in y.adopters and len(y.adopters) < cfg.max_adopters:
                     y.adopters[author] = t
                     y.texts.add(text_id)
@@ -124,6 +127,7 @@ class BurstDetector:
             elif (single := self._single.get(g)) is not None:
                 if single[1] != author:  # a second adopter: track it in full
                     del self._single[g]
+                    self._dirty.add(g)
                     self._young[g] = _Young(single[0], single[4], 2,
                                             {single[1]: single[0], author: t},
                                             {single[2], text_id}, [single[3], post_id])
@@ -132,9 +136,15 @@ class BurstDetector:
 
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg
-        self._expire(now)
+        if self._expired_at is None or now - self._expired_at >= 60.0:
+            self._expire(now)
+            self._expired_at = now
         hits: list[tuple[str, _Young]] = []
-        for g, y in self._young.items():
+        # only n-grams used since the last evaluation can newly qualify; open ones are re-judged
+        for g in self._dirty | self._reported.keys():
+            y = self._young.get(g)
+            if y is None:
+                continue
             n = len(y.adopters)
             if n < 2:
                 continue
@@ -146,6 +156,7 @@ class BurstDetector:
                                            and share >= cfg.min_text_share))
                     and len(y.texts) >= cfg.min_distinct_text_share * n):
                 hits.append((g, y))
+        self._dirty.clear()
         hits.sort(key=lambda gy: (gy[0] not in self._reported, gy[1].born, gy[0]))
         groups: list[tuple[str, _Young, list[str]]] = []
         for g, y in hits:

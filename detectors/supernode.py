@@ -97,6 +97,8 @@ class SupernodeDetector:
         self._edges: deque[tuple[float, str, str, str]] = deque()
         self._last_sample: float | None = None
         self._onset: dict[str, float] = {}
+        self._judged_at: float | None = None
+        self._last: list[Finding] = []
 
     def observe_event(self, event: Event) -> None:
         if self.cfg.source != "events" or not isinstance(event, CommentEvent):
@@ -130,6 +132,14 @@ class SupernodeDetector:
             self._edges.popleft()
         if cfg.source == "events":
             self._sample_from_edges(now)
+        if self._snaps and self._snaps[-1].t == self._judged_at:
+            return self._last  # nothing new since the last snapshot
+        self._judged_at = self._snaps[-1].t if self._snaps else None
+        self._last = self._judge_all()
+        return self._last
+
+    def _judge_all(self) -> list[Finding]:
+        cfg = self.cfg
         snaps = list(self._snaps)
         if (len(snaps) < cfg.min_history + self._gap + cfg.persist
                 or snaps[-1].n_agents < cfg.min_agents):

@@ -1,0 +1,154 @@
+"""Coordinated surge detector: real token-mint flood, batch check of its evidence, no false
+alerts on organic trends, single spammers or steady entities."""
+
+from __future__ import annotations
+
+import random
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from detectors.runner import DetectorConfig, DetectorSuite
+from detectors.surge import SurgeConfig, SurgeDetector, extract_entities
+from service.sources.archive import open_archive
+from streams.events import AgentEvent, DeadLetter, PostEvent
+
+T0 = datetime(2026, 2, 1, tzinfo=UTC)
+
+
+def post(i: int, t: float, author: str, text: str) -> PostEvent:
+    when = T0 + timedelta(seconds=t)
+    return PostEvent(id=f"post:{i}", event_time=when, observed_at=when, post_id=str(i),
+                     author=author, content=text)
+
+
+def run(events: list, cfg: SurgeConfig | None = None, every: float = 5.0) -> list:
+    d = SurgeDetector(cfg or SurgeConfig())
+    found, last = [], None
+    for e in events:
+        d.observe_event(e)
+        t = e.event_time.timestamp()
+        if last is None or t - last >= every:
+            found += d.findings(t)
+            last = t
+    return found + d.findings(events[-1].event_time.timestamp())
+
+
+def background(n: int = 600, span: float = 4 * 3600, seed: int = 1) -> list[PostEvent]:
+    """Organic chatter: varied texts, popular hashtags and links, no coordination."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+             for _ in range(400)]
+    out = []
+    for i in range(n):
+        text = " ".join(rng.choice(words) for _ in range(rng.randint(6, 20)))
+        text += rng.choice(["", " #agents", " https://github.com/openclaw", " #molt"])
+        out.append(post(i, i * span / n, f"agent{rng.randrange(150)}", text))
+    return out
+
+
+def test_entities() -> None:
+    text = ('$PEPE mint {"p":"mbc-20","op":"mint","tick":"claw","amt":"100"} CA: '
+            "7xKXtg2CW87d97TXJSDpbD5jBkheTqA83TZRuJosgAsU "
+            "0x52908400098527886E0F7030069857D2E4169EE7 see https://www.Pump.fun/coin/abc?ref=1"
+            " and https://moltbook.com/post/1 #ToTheMoon")
+    assert extract_entities(text) == {
+        "token:PEPE", "token:CLAW", "contract:7xKXtg2CW87d97TXJSDpbD5jBkheTqA83TZRuJosgAsU",
+        "contract:0x52908400098527886e0f7030069857d2e4169ee7", "url:pump.fun/coin/abc",
+        "hashtag:tothemoon"}
+    assert extract_entities("costs $100 and #1") == set()
+    assert extract_entities("mint at mbc20.xyz now") == {"url:mbc20.xyz"}
+
+
+def test_real_mint_flood_surfaces_with_token_and_agents(moltbook_data: Path) -> None:
+    """The archived profiles hold the CLAW mint flood of 2026-02-08 07:48-08:17 UTC."""
+    events = sorted((e for e in open_archive([moltbook_data / "api" / "agent-profiles.jsonl"])
+                     if not isinstance(e, DeadLetter)), key=lambda e: e.event_time)
+    suite = DetectorSuite(DetectorConfig(enabled=("surge",)))
+    for e in events:
+        suite.observe_event(e)
+        suite.poll(e.event_time)
+    suite.close(events[-1].event_time)
+    [row] = suite.report()
+    ev = row["evidence"]
+    assert (row["type"], row["key"], row["severity"]) == ("surge", "token:CLAW", "critical")
+    assert row["start"].startswith("2026-02-08T08:0") and row["end"].startswith("2026-02-08T08:1")
+    assert {"BurnMolt6", "BurnMolt7", "BurnMolt8", "BurnMolt9", "BurnMolt10", "SweeMolt6",
+            "SweeMolt9", "SweeMolt10", "KeleBot", "a8yq6d"} <= set(ev["agents"])
+    assert ev["automated_posts"] >= 3 and ev["min_copost_gap_s"] < 5  # the last window's
+    assert ev["new_account_share"] == 1.0  # every minter's profile was created that day
+    assert '"tick":"CLAW"' in ev["sample_texts"][0]
+
+
+def test_evidence_matches_a_batch_computation() -> None:
+    rng = random.Random(3)
+    cfg = SurgeConfig(warmup_s=0)
+    events = background(200, 3600)
+    mint = ('Minting $ZORK now {"p":"mbc-20","op":"mint","tick":"ZORK","amt":"1000"} '
+            "mbc20.xyz")
+    flood = []
+    for k in range(40):
+        t = 3600 + 20 * k + rng.uniform(0, 3)
+        flood.append(post(1000 + k, t, f"zork_bot_{rng.randrange(25)}",
+                          mint + (f" #{k}" if k % 3 else "")))
+    events = sorted(events + flood, key=lambda e: e.event_time)
+    d = SurgeDetector(cfg)
+    for e in events:
+        d.observe_event(e)
+    now = events[-1].event_time.timestamp()
+    [f] = d.findings(now)
+    assert f.key == "token:ZORK" and "url:mbc20.xyz" in f.evidence["related_entities"]
+    in_window = [p for p in flood if p.event_time.timestamp() > now - cfg.window_s]
+    # window counts are whole buckets: off by at most the posts of the boundary bucket
+    boundary = [p for p in flood if now - cfg.window_s - cfg.bucket_s
+                < p.event_time.timestamp() <= now - cfg.window_s]
+    assert abs(f.evidence["posts_in_window"] - len(in_window)) <= len(boundary)
+    assert f.evidence["distinct_accounts"] == len({p.author for p in in_window})
+    coordinated = 0
+    for i, p in enumerate(in_window):  # brute force: any near-twin from another agent in 60 s
+        for j, q in enumerate(in_window):
+            gap = abs((p.event_time - q.event_time).total_seconds())
+            if i != j and p.author != q.author and gap <= cfg.copost_s:
+                a = set(re.findall(r"\w+", p.text.lower()))
+                b = set(re.findall(r"\w+", q.text.lower()))
+                if len(a & b) / len(a | b) >= cfg.near_dup_jaccard:
+                    coordinated += 1
+                    break
+    assert f.evidence["coordination_share"] == round(coordinated / len(in_window), 3)
+
+
+def test_no_alert_on_organic_trends_single_spammers_or_steady_entities() -> None:
+    events = background()
+    assert run(events) == []
+    # one agent posting the same mint 50 times: volume without accounts
+    spam = [post(5000 + k, 3 * 3600 + 10 * k, "lonely_minter",
+                 'mint {"p":"mbc-20","op":"mint","tick":"SOLO","amt":"1"}') for k in range(50)]
+    assert run(sorted(events + spam, key=lambda e: e.event_time)) == []
+    # an established coordinated token at a steady rate is its own baseline
+    steady = [post(7000 + k, 60 * k + 1, f"fan{k % 12}", "$GM gm gm daily $GM check in")
+              for k in range(6 * 60)]
+    assert run(steady, every=30) == []
+
+
+def test_established_entity_fires_on_a_jump_against_its_baseline() -> None:
+    steady = [post(7000 + k, 600 * k + 1, f"fan{k % 12}", "$GM gm daily $GM check in")
+              for k in range(24)]
+    jump = [post(8000 + k, 4 * 3600 + 5 * k, f"gm_bot_{k}", "$GM gm daily $GM check in")
+            for k in range(40)]
+    found = run(steady + jump)
+    assert found and found[0].key == "token:GM" and found[0].evidence["novel"] is False
+    assert found[0].evidence["baseline_expected"] > 0
+
+
+def test_new_accounts_share_uses_known_creation_times() -> None:
+    events: list = []
+    for k in range(10):
+        when = T0 + timedelta(hours=2)
+        events.append(AgentEvent(id=f"agent:m{k}", event_time=when, observed_at=when,
+                                 name=f"m{k}", created_at=when - timedelta(
+                                     minutes=5 if k < 6 else 60 * 72)))
+    events += [post(k, 2 * 3600 + 60 + 3 * k, f"m{k}", "$NEWT mint now $NEWT live")
+               for k in range(10)]
+    found = run(background(100, 3600) + events, SurgeConfig(warmup_s=0))
+    assert {f.key for f in found} == {"token:NEWT"}
+    assert found[-1].evidence["new_account_share"] == 0.6
