@@ -20,7 +20,8 @@ turn whenever more than one is due:
   comment become VoteEvents.
 - **profiles**: ``GET /agents/profile?name=`` once for each new author. Until it answers,
   the AgentEvent built from the payload's author object is kept as a fallback (emitted on
-  404); SubmoltEvents are emitted once per name.
+  404, or when the profile fails after all retries); SubmoltEvents are emitted once per name.
+  Profiles' recent posts are not emitted: discovery finds posts, within the horizon.
 
 State kept (and checkpointed, see :mod:`service.stores.checkpoint`): per post in the revisit
 queue its creation time, next visit, last (upvotes, downvotes), and the id and last counts of
