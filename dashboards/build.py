@@ -226,7 +226,7 @@ COLLECTIVE = Dashboard(
                 Target(gauge("moltscope_thread_repliers", "bucket"), "{{bucket}}"),
             )),
             Panel("Uncommented posts by popularity bucket", (
-                Target(gauge("moltscope_thread_uncommented_ratio", "bucket"), "{{bucket}}"),
+                Target(gauge("moltscope_threads_uncommented_ratio", "bucket"), "{{bucket}}"),
             ), unit="percentunit", min=0, max=1),
         )),
         Row("Cascades and roles", (
