@@ -115,7 +115,7 @@ def main() -> None:
     ap.add_argument("--agents", type=int, default=20_000)
     ap.add_argument("--steps", default="1,5", help="window steps to compare, minutes")
     ap.add_argument("--batches", type=int, default=20, help="measured steps per setting")
-    ap.add_argument("--walks", type=int, default=8)
+    ap.add_argument("--walks", type=int, default=4, help="least walks per node (R)")
     ap.add_argument("--smooth", type=int, default=5)
     ap.add_argument("--events", type=int, default=50_000, help="events for the rates")
     args = ap.parse_args()

@@ -172,13 +172,15 @@ class CascadeEngine:
             return
         if isinstance(event, CommentEvent) and self._own_graph:
             self.graph.update(event)
-        cfg = self.config
+        cfg, ts = self.config, event.event_time.timestamp()
         for g in ngrams_of(event.text, cfg.n_range, max_stop_share=cfg.max_stop_share):
-            self.adopt(g, event.author, event.event_time)
+            self._adopt(g, event.author, ts)
 
     def adopt(self, ngram: str, agent: str, time: datetime) -> None:
         """One adoption fact: ``agent`` used ``ngram`` at ``time`` (first use counts)."""
-        ts = time.timestamp()
+        self._adopt(ngram, agent, time.timestamp())
+
+    def _adopt(self, ngram: str, agent: str, ts: float) -> None:
         gram = self._grams.get(ngram)
         if gram is None:
             gram = self._grams[ngram] = _Gram()

@@ -22,15 +22,18 @@ stored visits at the changed nodes, never to the whole graph.
 The estimate is then refined by ``smooth_steps`` applications of the PageRank operator
 ``p -> alpha (P^T p + dangling(p)/n) + (1 - alpha)/n`` (one vectorised pass over the window's
 edge arrays each): the operator contracts L1 error by ``alpha`` and averages the independent
-walk noise over in-neighbours. Measured against ``networkx.pagerank`` (tests, bench): with
-``R = 8`` and 5 steps, L1 about 0.01 on a 100k-edge synthetic window (raw walks alone: 0.06)
-and at most 0.013 over 5 seeds x 123 windows of the real threads (mean 0.002); top-10 sets
-agree. Note networkx itself stops at an L1 change
-below ``n * 1e-6`` (about 0.007 from the fixed point at 20k nodes).
+walk noise over in-neighbours. Walk budget: at least ``R = 4`` walks per node and at least
+20,000 walks in all (small windows get more per node). Measured against ``networkx.pagerank``
+(tests, bench) with the defaults (R >= 4, 5 steps): on a 100k-interaction synthetic window
+(20k agents) L1 = 0.007, which is networkx's own distance from the fixed point (it stops at
+an L1 change below ``n * 1e-6``); the raw walk frequencies alone are at 0.09. On the real
+threads, at most 0.002 over 5 seeds x 123 windows. Top-10 sets agree in every check. Tests
+enforce L1 <= 0.02 and top-10 overlap >= 0.9.
 
-Memory: ``R * n * E[walk length]`` stored visits (E <= 1/0.15 = 6.7; about 4.3 on the
+Memory: ``R * n * E[walk length]`` stored visits (E <= 1/0.15 = 6.7; about 5 on the
 synthetic window), each held twice (in its walk and in the per-node visit index), plus one
-slot per window edge; so linear in nodes (times R) and in window edges.
+slot per window edge; linear in agents (times R) and in window edges: measured about 2.3 kB
+per agent at R = 4 (bench).
 
 >>> mc = MonteCarloPageRank(walks_per_node=64, seed=1)
 >>> mc.apply({("a", "b"): 2, ("b", "c"): 1, ("c", "a"): 1, ("d", "c"): 1})
@@ -51,7 +54,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from itertools import accumulate
+from itertools import accumulate, compress
 from typing import Any
 
 import numpy as np
@@ -130,15 +133,19 @@ def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:
 class MonteCarloPageRank:
     """PageRank of a changing weighted digraph, kept current from batches of weight changes.
 
-    ``walks_per_node`` (R), ``alpha`` (continue probability, networkx's 0.85),
+    ``walks_per_node`` (the least R), ``min_walks`` (the least total walks: small graphs get
+    more walks per node, R = the smallest ``walks_per_node * 2^j`` with ``n R >= min_walks``,
+    lowered again only once two levels too high, so R changes rarely and each change only
+    adds or drops whole i.i.d. walks), ``alpha`` (continue probability, networkx's 0.85),
     ``smooth_steps`` (operator refinements applied to the estimate), ``seed``.
     """
 
-    def __init__(self, walks_per_node: int = 8, alpha: float = 0.85, smooth_steps: int = 5,
-                 seed: int | None = 0) -> None:
-        if walks_per_node < 1 or not 0.0 < alpha < 1.0 or smooth_steps < 0:
+    def __init__(self, walks_per_node: int = 4, alpha: float = 0.85, smooth_steps: int = 5,
+                 seed: int | None = 0, min_walks: int = 20_000) -> None:
+        if walks_per_node < 1 or not 0.0 < alpha < 1.0 or smooth_steps < 0 or min_walks < 0:
             raise ValueError("need walks_per_node >= 1, 0 < alpha < 1, smooth_steps >= 0")
-        self.r = walks_per_node
+        self.r_min = self.r = walks_per_node
+        self.min_walks = min_walks
         self.alpha = alpha
         self.smooth_steps = smooth_steps
         self._rng = random.Random(seed)
@@ -211,10 +218,31 @@ class MonteCarloPageRank:
         for u in touched:
             if self._deg[u] and not self._starts[u]:
                 self._starts[u] = [self._new_walk(u) for _ in range(self.r)]
+        self._resize()
+
+    def _resize(self) -> None:
+        """Keep n R >= min_walks with R on the levels walks_per_node * 2^j (see class)."""
+        n = len(self._id)
+        if not n:
+            return
+        need = max(self.r_min, -(-self.min_walks // n))
+        r = self.r
+        while r < need:
+            r *= 2
+        while r // 4 >= need and r // 2 >= self.r_min:
+            r //= 2
+        if r == self.r:
+            return
+        self.r = r
+        for u in self._id.values():
+            starts = self._starts[u]
+            while len(starts) > r:
+                self._kill(starts.pop())
+            starts.extend(self._new_walk(u) for _ in range(r - len(starts)))
 
     def vector(self) -> tuple[list[str], np.ndarray]:
         """(agent names, PageRank estimates) over the live nodes."""
-        alive = np.fromiter((d > 0 for d in self._deg), bool, len(self._deg))
+        alive = np.array(self._deg) > 0
         if not alive.any():
             return [], np.zeros(0)
         p = np.asarray(self._x, dtype=np.float64)
@@ -229,8 +257,7 @@ class MonteCarloPageRank:
                 moved = np.bincount(self._ed, weights=coef * p[self._es], minlength=len(p))
                 p = self.alpha * moved + (self.alpha * p[dangling].sum() + 1 - self.alpha) / n
                 p[~alive] = 0.0
-        ids = np.flatnonzero(alive)
-        return [self._name[i] for i in ids], p[ids]  # type: ignore[misc]
+        return list(compress(self._name, alive.tolist())), p[alive]  # type: ignore[arg-type]
 
     def scores(self) -> dict[str, float]:
         names, p = self.vector()
@@ -463,7 +490,8 @@ class InfluenceConfig:
     """Settings of :class:`InfluenceEngine` (defaults in brackets).
 
     window [24 h] and step [5 min]: the sliding window and how often it advances (PageRank
-    refresh, super-nodes, turnover); walks_per_node [8], smooth_steps [5], alpha [0.85], seed;
+    refresh, super-nodes, turnover); walks_per_node [4] and min_walks [20k] (the walk budget,
+    see :class:`MonteCarloPageRank`), smooth_steps [5], alpha [0.85], seed;
     retain_days [3]: raw per-day graphs kept (older days keep only their summary);
     cumulative_every [1 h]: how often the exact cumulative PageRank is recomputed;
     top_n [20]: length of the top-k lists; history [500]: agents kept in the super-node
@@ -472,7 +500,8 @@ class InfluenceConfig:
 
     window: timedelta = timedelta(hours=24)
     step: timedelta = timedelta(minutes=5)
-    walks_per_node: int = 8
+    walks_per_node: int = 4
+    min_walks: int = 20_000
     smooth_steps: int = 5
     alpha: float = 0.85
     seed: int | None = 0
@@ -529,7 +558,7 @@ class InfluenceEngine:
         self.config = cfg = config or InfluenceConfig()
         self.graph = graph or InteractionGraph(cfg.window, cfg.retain_days)
         self.pagerank = MonteCarloPageRank(cfg.walks_per_node, cfg.alpha, cfg.smooth_steps,
-                                           cfg.seed)
+                                           cfg.seed, cfg.min_walks)
         self._next_step: float | None = None
         self._window: _Summary | None = None
         self._window_scores: dict[str, float] = {}

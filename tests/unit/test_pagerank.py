@@ -73,7 +73,7 @@ def test_incremental_walks_stay_unbiased_under_churn() -> None:
     rng = random.Random(7)
     names = [f"n{i}" for i in range(25)]
     live: Counter = Counter()
-    mc = MonteCarloPageRank(walks_per_node=400, smooth_steps=0, seed=3)
+    mc = MonteCarloPageRank(walks_per_node=400, smooth_steps=0, seed=3, min_walks=0)
     for _ in range(60):
         delta: Counter = Counter()
         for _ in range(rng.randint(1, 12)):
@@ -88,10 +88,23 @@ def test_incremental_walks_stay_unbiased_under_churn() -> None:
         assert mc.n_edges == len(live)
     exact = pagerank_exact(live)
     assert l1(mc.scores(), exact) < 0.03
-    fresh = MonteCarloPageRank(walks_per_node=400, smooth_steps=0, seed=4)
+    fresh = MonteCarloPageRank(walks_per_node=400, smooth_steps=0, seed=4, min_walks=0)
     fresh.apply(live)
     assert abs(l1(mc.scores(), exact) - l1(fresh.scores(), exact)) < 0.015
     assert mc.rerouted_total > 0
+
+
+def test_walk_budget_follows_the_graph_size() -> None:
+    """Small graphs get more walks per node (n R >= min_walks); R drops again as n grows."""
+    mc = MonteCarloPageRank(walks_per_node=4, min_walks=2_000, smooth_steps=0, seed=2)
+    mc.apply({("a", "b"): 1, ("b", "c"): 2, ("c", "a"): 1, ("d", "a"): 1})
+    assert mc.r == 512 and mc.n_nodes * mc.r >= 2_000
+    big = {(f"x{i}", f"x{(i * 7 + 1) % 300}"): 1 for i in range(300)}
+    mc.apply(big)
+    assert mc.r == 16  # 304 nodes: 7 per node needed, one level of slack
+    assert sum(len(s) for s in mc._starts if s) == mc.n_nodes * mc.r
+    exact = pagerank_exact({("a", "b"): 1, ("b", "c"): 2, ("c", "a"): 1, ("d", "a"): 1} | big)
+    assert l1(mc.scores(), exact) < 0.1
 
 
 def test_removing_everything_empties_the_state() -> None:
@@ -195,7 +208,7 @@ def test_window_pagerank_on_100k_synthetic_edges() -> None:
     width = timedelta(hours=24)
     edges = synthetic_interactions(130_000, 20_000, timedelta(hours=31), seed=3)
     g = InteractionGraph(window=width)
-    mc = MonteCarloPageRank(walks_per_node=8, seed=1)
+    mc = MonteCarloPageRank(seed=1)  # the defaults: R >= 4, 20k walks at least, 5 steps
     step, due = timedelta(minutes=30), edges[0].time
     checked = 0
     for e in edges:
