@@ -1,0 +1,63 @@
+"""Semantic shift: the society distance against a batch centroid computation, a topic change
+caught, steady noise not; one agent's drift caught, a steady population not."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors.shift import ShiftConfig, ShiftDetector
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+def test_society_distance_matches_batch_and_catches_a_move() -> None:
+    rng = np.random.default_rng(0)
+    cfg = ShiftConfig(bucket_s=600, window_s=3600, reference_s=6 * 3600)
+    d = ShiftDetector(cfg)
+    topic_a, topic_b = np.eye(32)[0], np.eye(32)[1]
+    vecs: list[tuple[float, np.ndarray]] = []
+    fired_at = None
+    for k in range(20 * 60):  # a post a minute for 20 h; the topic moves at 16 h
+        t = 60.0 * k
+        v = unit((topic_a if t < 16 * 3600 else 0.5 * topic_a + topic_b)
+                 + 0.3 * rng.standard_normal(32))
+        vecs.append((t, v))
+        d.observe_embedding(t, f"a{k % 97}", v)
+        found = d.findings(t)
+        if found and fired_at is None and found[0].key == "society":
+            fired_at, ev = t, found[0].evidence
+    assert fired_at is not None and 16 * 3600 <= fired_at <= 16 * 3600 + 1800
+    idx = int(fired_at // 600)
+    cur = [v for t, v in vecs if idx - 6 < int(t // 600) <= idx and t <= fired_at]
+    ref = [v for t, v in vecs if idx - 42 <= int(t // 600) <= idx - 6]
+    a, b = np.sum(cur, axis=0), np.sum(ref, axis=0)
+    batch = 1 - a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+    assert abs(ev["distance"] - batch) < 1e-5  # float32 storage
+    assert ev["window_posts"] == len(cur)
+
+
+def test_steady_society_raises_nothing() -> None:
+    rng = np.random.default_rng(1)
+    d = ShiftDetector()
+    centre = np.eye(32)[0]
+    for k in range(24 * 60):
+        d.observe_embedding(60.0 * k, f"a{k % 97}", centre + 0.3 * rng.standard_normal(32))
+        assert d.findings(60.0 * k) == []
+
+
+def test_one_agent_drifting_is_caught_among_steady_agents() -> None:
+    rng = np.random.default_rng(2)
+    d = ShiftDetector()
+    homes = {f"a{i}": np.eye(16)[i % 8] for i in range(60)}
+    found = []
+    for k in range(40):
+        for name, home in homes.items():
+            v = home + 0.5 * rng.standard_normal(16)
+            if name == "a3" and k >= 20:
+                v = np.eye(16)[12] + 0.5 * rng.standard_normal(16)
+            d.observe_embedding(3600.0 * k + int(name[1:]), name, v)
+        found += d.findings(3600.0 * k + 100)
+    assert {f.key for f in found} == {"agent:a3"}
+    assert found[0].evidence["similarity"] < found[0].evidence["agents_median"]
