@@ -484,6 +484,9 @@ class MoltbookCrawler:
                 self._end_walk(walk, now, complete=True)
                 return unit
         if paging.next_cursor:
+            if paging.next_cursor == walk["cursor"]:  # a cursor that does not advance
+                self._end_walk(walk, now, complete=False)
+                return unit
             walk["cursor"] = paging.next_cursor
         else:
             nxt = paging.next_offset

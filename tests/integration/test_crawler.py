@@ -76,7 +76,7 @@ def options(fake: FakeMoltbook, **kw: Any) -> CrawlerOptions:
         horizon_s=400 * 86_400.0,  # the recorded posts are months old
         discovery_interval_s=0.3, sweep_interval_s=1.5, revisit_min_s=0.05, revisit_max_s=0.4,
         backoff_base_s=0.02, backoff_cap_s=0.2, ip_block_backoff_s=0.35,
-        ip_block_backoff_cap_s=1.0, max_retries=6)
+        ip_block_backoff_cap_s=0.5, max_retries=6)
     return CrawlerOptions(**{**base, **kw})
 
 
