@@ -95,14 +95,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 2
     if args.report is None:
         return _publish(_archive_items(args.paths, args.speed, "replay"))
+    from streams.pipeline import Pipeline
     from streams.replay import replay
 
-    result = replay(_archive_items(args.paths, None, "replay"))
+    settings = get_settings()
+    if args.no_embed:
+        settings.embed = False
+    embedder = None
+    if settings.embed:
+        from streams.embedding import Embedder
+
+        embedder = Embedder(batch_size=settings.society.embed_batch)
+    result = replay(_archive_items(args.paths, None, "replay"), Pipeline(settings.pipeline()),
+                    embedder=embedder, batch=settings.society.embed_batch)
     report = result.report()
     report["input"]["paths"] = args.paths
     Path(args.report).write_text(json.dumps(report, indent=1, default=str))
     print(f"{result.pipeline.events} events ({result.duplicates} duplicates, "
-          f"{sum(result.dead_letters.values())} dead letters) -> {args.report}")
+          f"{sum(result.dead_letters.values())} dead letters, {result.embedded} embedded, "
+          f"{len(report['alerts'])} alerts) -> {args.report}")
     return 0
 
 
@@ -177,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("paths", nargs="+")
     r.add_argument("--report", help="run offline (no Kafka) and write this JSON report")
     r.add_argument("--speed", type=float, help="pace: this many times the original speed")
+    r.add_argument("--no-embed", action="store_true",
+                   help="with --report: skip the model (no semantic metrics, much faster)")
     r.set_defaults(func=cmd_replay)
 
     m = sub.add_parser("simulate", help="a synthetic society with planted scenarios")

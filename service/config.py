@@ -10,11 +10,16 @@ use ``__``, e.g. ``MOLTSCOPE_KAFKA_URL=kafka://broker:9092`` or
 
 from __future__ import annotations
 
+from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from streams.pipeline import PipelineConfig
+from streams.state.pagerank import InfluenceConfig
 
 
 class EmbeddedSettings(BaseModel):
@@ -32,6 +37,21 @@ class CrawlerSettings(BaseModel):
     requests_per_minute: float = 60.0
     page_limit: int = 50
     timeout_s: float = 30.0
+
+
+class SocietySettings(BaseModel):
+    """The society-wide stage (see ``streams.pipeline.PipelineConfig`` for the meanings)."""
+
+    embed_comments: bool = False
+    window: Literal["day", "hour"] = "day"
+    verbatim_threshold: int = 1000
+    ngram_grace_days: int = 7
+    pagerank_window_s: float = 86400.0
+    pagerank_step_s: float = 300.0
+    detectors: bool = True
+    embed_batch: int = Field(64, description="Texts a batch for the model")
+    embed_wait_s: float = Field(0.5, description="Longest wait to fill a batch")
+    vector_cache_ttl_s: int = 7 * 86400
 
 
 class Settings(BaseSettings):
@@ -52,12 +72,24 @@ class Settings(BaseSettings):
     series_points: int = Field(1440, description="Recent points kept per metric series")
     dedup_capacity: int = Field(2_000_000, description="Event ids remembered per partition")
     max_text_chars: int = Field(100_000, description="Longer texts are dead-lettered")
+    embed: bool = Field(True, description="Embed texts (needed by the semantic metrics)")
+    society: SocietySettings = SocietySettings()
     embedded: EmbeddedSettings = EmbeddedSettings()
     crawler: CrawlerSettings = CrawlerSettings()
 
     @property
     def kafka_bootstrap(self) -> str:
         return self.kafka_url.removeprefix("kafka://")
+
+    def pipeline(self) -> PipelineConfig:
+        s = self.society
+        return PipelineConfig(
+            embed=self.embed, embed_comments=s.embed_comments, window=s.window,
+            verbatim_threshold=s.verbatim_threshold, ngram_grace_days=s.ngram_grace_days,
+            influence=InfluenceConfig(window=timedelta(seconds=s.pagerank_window_s),
+                                      step=timedelta(seconds=s.pagerank_step_s)),
+            detectors_enabled=s.detectors,
+        )
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}-{name}"

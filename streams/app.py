@@ -4,27 +4,42 @@ Topology (``<p>`` = ``settings.topic_prefix``):
 
 - ``<p>-events`` (keyed by post id, ``settings.partitions`` partitions) -> **ingest**: validate
   (bad records -> ``<p>-deadletters``), de-duplicate by event id (per partition: a key's
-  repeats land in its partition), embed text events in batches, forward to ``<p>-society``.
-  Stateless but for the de-dup memory, so adding workers scales it.
-- ``<p>-society`` (one partition) -> **society**: the single reducer that owns the
-  society-wide :class:`~streams.pipeline.Pipeline`; a timer writes its snapshot to Redis.
-- ``<p>-deadletters`` (one partition) -> **dead letters**: counted by reason in Redis.
+  repeats land in its partition), embed the texts of a batch (``take_events`` bounded in size
+  and time; vectors cached by content hash in Redis), forward event + float16 vector to
+  ``<p>-society``. Its only state is the de-dup memory, so adding workers scales it, and with
+  it the embedding, the pipeline's physical limit.
+- ``<p>-society`` (one partition) -> **reduce**: the single reducer that owns the society-wide
+  :class:`~streams.pipeline.Pipeline` (activity, centroid, 10-NN, n-grams, PageRank, threads,
+  cascades, detectors). A timer advances it, writes its snapshot to Redis and publishes alert
+  transitions to ``<p>-alerts``.
+- ``<p>-alerts`` (one partition) -> **alerts**: history in Redis and the webhook dispatcher's
+  durable queue; one worker at a time (a Redis lease) drains that queue to the webhooks.
+- ``<p>-deadletters`` (one partition) -> **dead_letters**: counted by reason in Redis.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 import faust
+import httpx
 import redis
 from pydantic import ValidationError
 
+from detectors.alert import Alert
 from service.config import Settings
+from service.delivery.dispatcher import Dispatcher
+from service.delivery.history import AlertHistory
+from service.delivery.webhooks import WebhookRegistry
 from service.stores.metrics import MetricStore
-from streams.events import DeadLetter, parse_event
+from service.stores.vector_cache import RedisVectorCache
+from streams.embedding import Embedder
+from streams.events import DeadLetter, Event, PostEvent, parse_event
 from streams.messages import decode_society, encode_society
 from streams.pipeline import Pipeline
 from streams.state.dedup import Dedup
@@ -33,16 +48,23 @@ log = logging.getLogger(__name__)
 
 
 class WorkerState:
-    """What one worker process holds: de-dup memory per partition and, on the worker that owns
-    the society partition, the reducer's pipeline."""
+    """What one worker process holds: de-dup memory per partition, the embedder and, on the
+    worker that owns the society partition, the reducer's pipeline."""
 
-    def __init__(self, settings: Settings, store: MetricStore | None) -> None:
+    def __init__(self, settings: Settings, client: redis.Redis) -> None:
         self.settings = settings
-        self.store = store
+        self.redis = client
+        self.store = MetricStore(client, prefix=settings.topic_prefix,
+                                 series_points=settings.series_points)
         self.dedup: dict[int, Dedup] = {}
-        self.pipeline = Pipeline()
+        self.pipeline = Pipeline(settings.pipeline())
+        self.embedder: Embedder | None = None
+        self.http: httpx.AsyncClient | None = None
         self.dirty = False
         self.duplicates = 0
+        self.history = AlertHistory(client, prefix=settings.topic_prefix)
+        self.dispatcher = Dispatcher(client, WebhookRegistry(client, settings.topic_prefix),
+                                     settings.topic_prefix)
 
     def dedup_for(self, partition: int) -> Dedup:
         d = self.dedup.get(partition)
@@ -50,18 +72,24 @@ class WorkerState:
             d = self.dedup[partition] = Dedup(self.settings.dedup_capacity)
         return d
 
+    def get_embedder(self) -> Embedder:
+        if self.embedder is None:
+            cache = RedisVectorCache(self.redis,
+                                     ttl_seconds=self.settings.society.vector_cache_ttl_s)
+            self.embedder = Embedder(cache=cache, batch_size=self.settings.society.embed_batch)
+        return self.embedder
+
 
 def _dead_letter(reason: str, raw: bytes, origin: str) -> bytes:
     return DeadLetter(reason=reason, raw=raw[: 1 << 20].decode("utf-8", "replace"),
                       origin=origin, observed_at=datetime.now(UTC)).model_dump_json().encode()
 
 
-def create_app(settings: Settings, *, store: MetricStore | None = None,
-               **overrides: Any) -> tuple[faust.App, WorkerState]:
-    """Build the app. ``store`` defaults to a Redis store at ``settings.redis_url``."""
-    if store is None:
-        store = MetricStore(redis.Redis.from_url(settings.redis_url),
-                            prefix=settings.topic_prefix, series_points=settings.series_points)
+def _text(event: Event) -> str:
+    return event.text if isinstance(event, PostEvent) else getattr(event, "content", "")
+
+
+def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerState]:
     conf: dict[str, Any] = {
         "broker": settings.kafka_url,
         "store": "memory://",
@@ -75,17 +103,20 @@ def create_app(settings: Settings, *, store: MetricStore | None = None,
     }
     conf.update(overrides)
     app = faust.App(f"{settings.topic_prefix}-worker", **conf)
-    state = WorkerState(settings, store)
+    state = WorkerState(settings, redis.Redis.from_url(settings.redis_url))
+    batch_size = settings.society.embed_batch
 
     events = app.topic(settings.topic("events"), value_serializer="raw", key_serializer="raw",
                        partitions=settings.partitions)
     society = app.topic(settings.topic("society"), value_serializer="raw", partitions=1)
+    alerts = app.topic(settings.topic("alerts"), value_serializer="raw", partitions=1)
     dead = app.topic(settings.topic("deadletters"), value_serializer="raw", partitions=1)
 
     @app.agent(events)
     async def ingest(stream: faust.StreamT) -> None:
-        async for batch in stream.take_events(256, within=0.2):
-            out: list[bytes] = []
+        loop = asyncio.get_running_loop()
+        async for batch in stream.take_events(batch_size, within=settings.society.embed_wait_s):
+            admitted: list[Event] = []
             for record in batch:
                 raw = record.value
                 try:
@@ -94,12 +125,20 @@ def create_app(settings: Settings, *, store: MetricStore | None = None,
                     reason = "bad_json" if exc.errors()[0]["type"] == "json_invalid" else "invalid"
                     await dead.send(value=_dead_letter(reason, raw, events.get_topic_name()))
                     continue
-                if not state.dedup_for(record.message.partition).admit(ev.id):
+                if state.dedup_for(record.message.partition).admit(ev.id):
+                    admitted.append(ev)
+                else:
                     state.duplicates += 1
-                    continue
-                out.append(encode_society(ev, None))
-            for payload in out:
-                await society.send(value=payload)
+            wanted = [ev for ev in admitted if state.pipeline.wants_vector(ev)]
+            vectors = {}
+            if wanted:
+                # the model holds the GIL little and blocks long: keep the event loop beating
+                embedder = state.get_embedder()
+                encoded = await loop.run_in_executor(
+                    None, embedder.encode_batch, [_text(ev) for ev in wanted])
+                vectors = {ev.id: v for ev, v in zip(wanted, encoded, strict=True)}
+            for ev in admitted:
+                await society.send(value=encode_society(ev, vectors.get(ev.id)))
 
     @app.agent(society)
     async def reduce(stream: faust.StreamT) -> None:
@@ -108,6 +147,13 @@ def create_app(settings: Settings, *, store: MetricStore | None = None,
             state.pipeline.update(ev, vector)
             state.dirty = True
 
+    @app.agent(alerts)
+    async def alert_intake(stream: faust.StreamT) -> None:
+        async for payload in stream:
+            alert = Alert.model_validate_json(payload)
+            state.history.record(alert)
+            state.dispatcher.submit(alert)
+
     @app.agent(dead)
     async def dead_letters(stream: faust.StreamT) -> None:
         async for payload in stream:
@@ -115,20 +161,34 @@ def create_app(settings: Settings, *, store: MetricStore | None = None,
                 reason = DeadLetter.model_validate_json(payload).reason
             except ValidationError:
                 reason = "unreadable"
-            if state.store is not None:
-                state.store.incr(f"dead_letters:{reason}")
+            state.store.incr(f"dead_letters:{reason}")
 
     @app.timer(settings.snapshot_interval_s)
     async def publish_snapshot() -> None:
-        if state.store is None:
-            return
         state.store.heartbeat("worker", ttl_s=max(10.0, 5 * settings.snapshot_interval_s))
         if state.duplicates:
             state.store.incr("duplicates", state.duplicates)
             state.duplicates = 0
         if state.dirty:
             state.dirty = False
-            state.pipeline.expire()
+            for alert in state.pipeline.advance():
+                await alerts.send(value=alert.model_dump_json().encode())
             state.store.write(state.pipeline.snapshot(), at=time.time())
+
+    lease_key = f"{settings.topic_prefix}:dq:lease"
+    lease_owner = f"{os.getpid()}@{os.uname().nodename}"
+
+    @app.timer(state.dispatcher.cfg.poll_s)
+    async def dispatch() -> None:
+        # one dispatcher drains the durable queue at a time: whoever holds the lease
+        holder = state.redis.set(lease_key, lease_owner, nx=True, px=10_000)
+        if not holder:
+            current = state.redis.get(lease_key)
+            if current is None or current.decode() != lease_owner:
+                return
+            state.redis.pexpire(lease_key, 10_000)
+        if state.http is None:
+            state.http = state.dispatcher.client()
+        await state.dispatcher.tick(state.http)
 
     return app, state

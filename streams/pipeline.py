@@ -1,65 +1,152 @@
-"""The society-wide engines, composed: one object that the Faust reducer and the offline replay
-both drive, so live figures and replay reports come from the same code.
+"""The society-wide engines and the detectors, composed: one object that the Faust reducer and
+the offline replay both drive, so live figures and replay reports come from the same code.
+
+Feed de-duplicated events in (roughly) event-time order with :meth:`Pipeline.update`, passing
+the post's embedding when it has one; call :meth:`Pipeline.advance` as event time moves on
+(windows expire, PageRank refreshes, detectors evaluate: it returns the alert transitions);
+read :meth:`Pipeline.snapshot`.
+
+Routing (metrics.md): posts feed activity, the verbatim filter and then, if admitted, the
+n-gram tracker and (with their vector) the centroid and 10-NN states; comments and posts feed
+the interaction graph (PageRank, super-nodes), threads and cascades; every event feeds the
+detectors.
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import PostEvent
 >>> t = datetime(2026, 2, 1, tzinfo=timezone.utc)
->>> p = Pipeline()
->>> p.update(PostEvent(id="post:1", event_time=t, observed_at=t, post_id="1", author="a"))
+>>> p = Pipeline(PipelineConfig(embed=False))
+>>> p.update(PostEvent(id="post:1", event_time=t, observed_at=t, post_id="1", author="a",
+...                    title="gm", content="hello world"))
+>>> p.advance(t)
+[]
 >>> p.snapshot().value("posts_total")
 1.0
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Protocol
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 
-from streams.events import Event
+from detectors.alert import Alert
+from detectors.runner import DetectorConfig, DetectorSuite
+from streams.events import CommentEvent, Event, PostEvent, VoteEvent
 from streams.state.activity import ActivityState
 from streams.state.base import Sample, Snapshot
+from streams.state.centroid import CentroidState, Window
+from streams.state.knn import KnnState
+from streams.state.ngrams import NgramTracker
+from streams.state.pagerank import InfluenceConfig, InfluenceEngine
+from streams.state.verbatim import VerbatimFilter
 
 
-class Engine(Protocol):
-    def update(self, event: Event) -> None: ...
-    def expire(self, now: datetime) -> None: ...
-    def snapshot(self) -> Snapshot: ...
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    """What the society-wide stage computes; ``service.config.Settings.pipeline()`` builds it.
+
+    embed: embed posts (the semantic metrics need it); embed_comments: also embed comments
+    (they then feed the semantic-shift detector, never the paper's post centroid);
+    window: the semantic window (day, as published, or hour); verbatim_threshold: posts whose
+    exact text was seen this many times are excluded from the lexical and semantic metrics
+    (the paper's 1,000); ngram_grace_days: the live death rule's grace period;
+    tick: how much event time passes between two ``advance`` evaluations.
+    """
+
+    embed: bool = True
+    embed_comments: bool = False
+    window: Window = "day"
+    knn_k: int = 10
+    verbatim_threshold: int = 1000
+    verbatim_enabled: bool = True
+    ngram_grace_days: int | None = 7
+    influence: InfluenceConfig = field(default_factory=InfluenceConfig)
+    detectors: DetectorConfig = field(default_factory=DetectorConfig)
+    detectors_enabled: bool = True
+    tick: timedelta = timedelta(seconds=1)
 
 
 class Pipeline:
-    """Feed de-duplicated events (with their embedding when they have one), read snapshots."""
-
-    def __init__(self) -> None:
+    def __init__(self, config: PipelineConfig | None = None) -> None:
+        self.config = cfg = config or PipelineConfig()
         self.activity = ActivityState()
+        self.verbatim = VerbatimFilter(cfg.verbatim_threshold, enabled=cfg.verbatim_enabled)
+        self.centroid = CentroidState(cfg.window)
+        self.knn = KnnState(k=cfg.knn_k, window=cfg.window)
+        self.ngrams = NgramTracker(grace_days=cfg.ngram_grace_days)
+        self.influence = InfluenceEngine(cfg.influence)
+        self.detectors = DetectorSuite(cfg.detectors) if cfg.detectors_enabled else None
         self.events = 0
         self.latest: datetime | None = None
+        self._last_tick: datetime | None = None
 
-    @property
-    def engines(self) -> list[Engine]:
-        return [self.activity]
+    def wants_vector(self, event: Event) -> bool:
+        """Whether the embedding stage should embed this event's text."""
+        if not self.config.embed:
+            return False
+        if isinstance(event, PostEvent):
+            return bool(event.text)
+        return self.config.embed_comments and isinstance(event, CommentEvent) and bool(
+            event.content)
 
     def update(self, event: Event, vector: np.ndarray | None = None) -> None:
         self.events += 1
-        if self.latest is None or event.event_time > self.latest:
-            self.latest = event.event_time
-        for engine in self.engines:
-            engine.update(event)
+        t = event.event_time
+        if self.latest is None or t > self.latest:
+            self.latest = t
+        self.activity.update(event)
+        if self.detectors is not None:
+            self.detectors.observe_event(event)
+        if isinstance(event, PostEvent) and self.verbatim.admit(event.text):
+            self.ngrams.update(t, event.text)
+            if vector is not None:
+                self.centroid.update(t, vector)
+                self.knn.update(t, vector)
+        if isinstance(event, PostEvent | CommentEvent | VoteEvent):
+            self.influence.update(event)
+        if (vector is not None and self.detectors is not None
+                and isinstance(event, PostEvent | CommentEvent)):
+            self.detectors.observe_embedding(t, event.author, vector)
 
-    def expire(self, now: datetime | None = None) -> None:
-        """Advance windows to ``now`` (default: the latest event time seen)."""
+    def advance(self, now: datetime | None = None, *, force: bool = False) -> list[Alert]:
+        """Expire windows and evaluate detectors at ``now`` (default: the latest event time),
+        at most once per ``tick`` of event time unless ``force``; returns alert transitions."""
         now = now or self.latest
         if now is None:
-            return
-        for engine in self.engines:
-            engine.expire(now)
+            return []
+        if not force and self._last_tick is not None and now - self._last_tick < self.config.tick:
+            return []
+        self._last_tick = now
+        self.activity.expire(now)
+        self.knn.expire(now)
+        self.ngrams.expire(now)
+        self.influence.expire(now)
+        self.centroid.expire()
+        return self.detectors.evaluate(now) if self.detectors is not None else []
+
+    def close(self) -> list[Alert]:
+        """End of a replay: final evaluation, then resolve what is still open."""
+        out = self.advance(force=True)
+        if self.detectors is not None and self.latest is not None:
+            out += self.detectors.close(self.latest)
+        return out
 
     def snapshot(self) -> Snapshot:
-        snap = Snapshot.merge([e.snapshot() for e in self.engines])
+        snap = Snapshot.merge([self.activity.snapshot(), self.verbatim.snapshot(),
+                               self.centroid.snapshot(), self.knn.snapshot(),
+                               self.ngrams.snapshot(), self.influence.snapshot()])
         snap.samples.append(Sample("events_processed_total", float(self.events), kind="counter",
                                    help="De-duplicated events absorbed by the engines"))
         if self.latest is not None:
             snap.samples.append(Sample("event_time_latest_seconds", self.latest.timestamp(),
                                        help="Latest event time absorbed (unix seconds)"))
         return snap
+
+    def alerts_report(self) -> list[dict[str, Any]]:
+        return self.detectors.report() if self.detectors is not None else []
+
+    def agent(self, name: str) -> dict[str, Any] | None:
+        """Per-agent values (rank, PageRank) for the API: never Prometheus labels."""
+        return self.influence.agent(name)

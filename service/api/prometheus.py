@@ -14,6 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from service.api.deps import RedisDep, SettingsDep
+from service.delivery.history import AlertHistory, AlertHistoryCollector
 from service.stores.metrics import MetricStore
 from streams.state.base import Sample
 
@@ -63,4 +64,5 @@ class _StoreCollector:
 def metrics(r: RedisDep, settings: SettingsDep) -> Response:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_StoreCollector(MetricStore(r, prefix=settings.topic_prefix)))
+    registry.register(AlertHistoryCollector(AlertHistory(r, prefix=settings.topic_prefix)))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
