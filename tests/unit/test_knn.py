@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import jensenshannon
 
-from streams.embedding import Embedder, load_model
+from streams.embedding import (
+    Embedder,
+    cosine_error_bound,
+    dequantise,
+    load_model,
+    quantise,
+)
 from streams.state.centroid import CentroidState, window_key
 from streams.state.knn import KnnState, js_divergence
 
@@ -160,3 +166,32 @@ def test_real_posts_centroid_and_knn_against_numpy(real_vectors) -> None:
     assert cent.pairwise_similarity(a, b) < 0.5 < cent.centroid_similarity(a, b)
     for w in windows:
         np.testing.assert_allclose(knn.values(w), reference_s10(groups[w]), atol=1e-6)
+
+
+@pytest.mark.parametrize("codec", ["float16", "int8"])
+def test_engines_on_decoded_wire_vectors_stay_within_codec_bound(real_vectors, codec) -> None:
+    """What the stateful agents see is the topic's decoded vector. A decoded unit vector moves
+    by at most e = cosine_error_bound (see its proof), so a pair cosine by e(a) + e(b): pairwise
+    means and S_10 move by at most 2 max e. A window's mean vector c moves by at most e, its
+    direction by 2 e / |c|, so a centroid similarity by 2 e / |c_a| + 2 e / |c_b|."""
+    keys, vecs = real_vectors
+    qs = [quantise(v, codec) for v in vecs]
+    dec = np.stack([dequantise(q) for q in qs])
+    e = max(cosine_error_bound(q) for q in qs)
+    exact, wire = (CentroidState(), KnnState(open_windows=400)), (CentroidState(),
+                                                                   KnnState(open_windows=400))
+    for key, v, w in zip(keys, vecs, dec, strict=True):
+        for st, x in ((exact, v), (wire, w)):
+            st[0].update(key, x)
+            st[1].update(key, x)
+    windows = exact[0].windows()
+    norms = {w: float(np.linalg.norm(exact[0].centroid(w))) for w in windows}
+    for a in windows:
+        np.testing.assert_allclose(wire[1].values(a), exact[1].values(a), atol=2 * e)
+        for b in windows:
+            got, want = wire[0].pairwise_similarity(a, b), exact[0].pairwise_similarity(a, b)
+            if want is not None:
+                assert abs(got - want) <= 2 * e
+            bound = 2 * e / norms[a] + 2 * e / norms[b]
+            diff = abs(wire[0].centroid_similarity(a, b) - exact[0].centroid_similarity(a, b))
+            assert diff <= bound
