@@ -75,13 +75,14 @@ def wait_for(fn: Callable[[], tuple[bool, T]], what: str, timeout: float = 300.0
 
 def society() -> list[Event]:
     """Ten days at a low rate, so day windows, n-gram grace and previous-day values exist;
-    scenarios in the last hours, so incidents are open when Prometheus is queried."""
+    scenarios in the last hours, the surge still going on when the society ends, so an
+    incident is open when Prometheus is queried."""
     end = DAYS
     return list(Simulator(SimulationConfig(
         seed=5, agents=300, posts_per_hour=8, agent_growth_per_hour=20, duration=DAYS,
         scenarios=(ScenarioSpec(name="supernode", start=end - timedelta(hours=6)),
                    ScenarioSpec(name="burst", start=end - timedelta(hours=5)),
-                   ScenarioSpec(name="surge", start=end - timedelta(minutes=50))),
+                   ScenarioSpec(name="surge", start=end - timedelta(minutes=20))),
     )))
 
 
