@@ -60,6 +60,8 @@ class WorkerState:
         self.pipeline = Pipeline(settings.pipeline())
         self.embedder: Embedder | None = None
         self.http: httpx.AsyncClient | None = None
+        self.topics: dict[str, faust.TopicT] = {}
+        self.agents: dict[str, faust.types.AgentT] = {}
         self.dirty = False
         self.duplicates = 0
         self.history = AlertHistory(client, prefix=settings.topic_prefix)
@@ -111,6 +113,7 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
     society = app.topic(settings.topic("society"), value_serializer="raw", partitions=1)
     alerts = app.topic(settings.topic("alerts"), value_serializer="raw", partitions=1)
     dead = app.topic(settings.topic("deadletters"), value_serializer="raw", partitions=1)
+    state.topics = {"events": events, "society": society, "alerts": alerts, "deadletters": dead}
 
     @app.agent(events)
     async def ingest(stream: faust.StreamT) -> None:
@@ -191,4 +194,6 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
             state.http = state.dispatcher.client()
         await state.dispatcher.tick(state.http)
 
+    state.agents = {"ingest": ingest, "reduce": reduce, "alerts": alert_intake,
+                    "dead_letters": dead_letters}
     return app, state
