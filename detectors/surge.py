@@ -329,9 +329,12 @@ class SurgeDetector:
         evidence = {**stats, "agents": agents, "incident_agent_count": len(e.incident_agents),
                     "post_ids": [p.post_id for p in recent],
                     "sample_texts": list(dict.fromkeys(p.text for p in recent))[:3]}
-        summary = (f"Coordinated surge of {kind} {value}: {stats['posts_in_window']} posts by "
-                   f"{stats['distinct_accounts']} agents in {int(cfg.window_s // 60)} min, "
-                   f"{stats['coordination_share']:.0%} near-identical co-posts")
+        posts = sum(e.incident_agents.values())
+        evidence["incident_posts"] = posts
+        summary = (f"Coordinated surge of {kind} {value}: {posts} posts by "
+                   f"{len(e.incident_agents)} agents so far ({stats['posts_in_window']} in the "
+                   f"last {int(cfg.window_s // 60)} min), {stats['coordination_share']:.0%} "
+                   f"near-identical co-posts")
         return Finding(self.type, e.name, severity, summary, evidence,
                        score=float(stats["posts_in_window"]),
                        labels={"entity_kind": kind, "entity": value[:64]})
