@@ -22,10 +22,11 @@ model returned. Duplicates inside one batch are encoded once.
 Wire format. :func:`quantise` packs a unit vector as ``float16`` (768 bytes for 384 dims) or
 ``int8`` with one float scale per vector (384 bytes + 4). Cosine error of a pair decoded from
 either codec is at most ``cosine_error_bound(a) + cosine_error_bound(b)`` (see there): about
-1e-3 a vector for float16 and 2e-2 for int8 on MiniLM vectors (worst case; typical errors are
-5-10x smaller). Engines fed decoded vectors therefore move by at most 2 max e (pairwise
-similarity, S_10) and 2 e / |c_a| + 2 e / |c_b| (centroid similarity); tests/unit/test_knn.py
-holds both. float16 is the default; int8 halves the topic bytes.
+1e-3 a vector for float16 and 2.6e-2 for int8 on real MiniLM vectors (worst case; measured
+pair errors on real posts stay under 4% of the bound: max 6e-5 for float16, 2e-3 for int8).
+Engines fed decoded vectors therefore move by at most 2 max e (pairwise similarity, S_10) and
+2 e / |c_a| + 2 e / |c_b| (centroid similarity); tests/unit/test_knn.py holds both. float16 is
+the default; int8 halves the topic bytes.
 
 >>> q = quantise(np.array([0.6, 0.8], dtype=np.float32), "int8")
 >>> q.codec, len(q.data), round(float(q.scale), 6)
