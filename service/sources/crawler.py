@@ -241,12 +241,18 @@ class MoltbookCrawler:
 
     # ------------------------------------------------------------------ public
 
-    def run(self, emit: Callable[[Item], None], stop: threading.Event) -> None:
-        """Crawl until ``stop`` is set, handing every item to ``emit``."""
-        for item in self.events(stop):
+    def run(self, emit: Callable[[Item], None], stop: threading.Event,
+            flush: Callable[[], None] | None = None) -> None:
+        """Crawl until ``stop`` is set, handing every item to ``emit``.
+
+        ``flush`` (e.g. the Kafka producer's) runs before each checkpoint, so a checkpoint
+        never covers items an asynchronous ``emit`` still buffers.
+        """
+        for item in self.events(stop, before_commit=flush):
             emit(item)
 
-    def events(self, stop: threading.Event | None = None) -> Iterator[Item]:
+    def events(self, stop: threading.Event | None = None,
+               before_commit: Callable[[], None] | None = None) -> Iterator[Item]:
         """Crawl until ``stop`` is set; checkpoint a unit once its items were consumed."""
         self._stop = stop or threading.Event()
         self._restore()
@@ -263,6 +269,8 @@ class MoltbookCrawler:
                 self._turn = (pick + 1) % len(kinds)
                 unit = kinds[pick]()
                 yield from unit.items
+                if unit.items and before_commit is not None:
+                    before_commit()
                 self._commit(unit)
         except _Stopped:
             return

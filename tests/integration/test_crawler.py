@@ -366,14 +366,15 @@ def test_schedule_favours_young_and_busy_posts_and_honours_the_horizon() -> None
 def _child() -> None:
     """Crawler process for the SIGKILL test: argv = options JSON, Redis port, output file.
 
-    Writes each emitted item as a JSON line (flushed: that is "handed downstream"), and a
-    ``{"commit": n}`` line after each checkpoint commit returns.
+    Writes each emitted item as a JSON line through a buffered file that the crawler flushes
+    before each checkpoint (as a Kafka producer would be), and a ``{"commit": 1}`` line after
+    each checkpoint commit returns.
     """
     import json
 
     opts = CrawlerOptions.model_validate_json(sys.argv[1])
     client = redis.Redis(host="127.0.0.1", port=int(sys.argv[2]))
-    with open(sys.argv[3], "a", buffering=1) as out:
+    with open(sys.argv[3], "a") as out:  # buffered: flushed before each checkpoint
 
         class Marking(CheckpointStore):
             def commit(self, **kw: Any) -> None:
@@ -384,7 +385,7 @@ def _child() -> None:
             out.write(json.dumps({"id": getattr(item, "id", None)}) + "\n")
 
         MoltbookCrawler(opts, Marking(client), registry=CollectorRegistry()).run(
-            emit, threading.Event())
+            emit, threading.Event(), flush=out.flush)
 
 
 def test_sigkilled_process_restarts_from_the_redis_checkpoint(
