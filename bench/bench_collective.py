@@ -29,7 +29,7 @@ from service.sources.normalise import event_items, normalise_post_detail
 from streams.events import CommentEvent, PostEvent
 from streams.state.cascades import CascadeConfig, CascadeEngine
 from streams.state.graph import Interaction, InteractionGraph, synthetic_interactions
-from streams.state.pagerank import MonteCarloPageRank
+from streams.state.pagerank import MonteCarloPageRank, pagerank_exact
 from streams.state.threads import ThreadsEngine
 
 WINDOW = timedelta(hours=24)
@@ -43,7 +43,7 @@ def window_run(edges: list[Interaction], step: timedelta, batches: int, walks: i
     ng = nx.DiGraph()
     start = edges[0].time
     due = start + WINDOW
-    ours, theirs, l1s, tops, sizes = [], [], [], [], []
+    ours, theirs, l1s, tops, sizes, l1x, l1nx = [], [], [], [], [], [], []
     for e in edges:
         if e.time >= due:
             g.expire(e.time)
@@ -68,6 +68,9 @@ def window_run(edges: list[Interaction], step: timedelta, batches: int, walks: i
                 sizes.append(sum(abs(d) for d in delta.values()))
                 est = dict(zip(names, p.tolist(), strict=True))
                 l1s.append(sum(abs(est.get(k, 0.0) - v) for k, v in ref.items()))
+                fixed = pagerank_exact(g.window)  # networkx's semantics, to 1e-12
+                l1x.append(sum(abs(est.get(k, 0.0) - v) for k, v in fixed.items()))
+                l1nx.append(sum(abs(ref[k] - v) for k, v in fixed.items()))
                 top = sorted(ref, key=ref.get, reverse=True)[:10]  # type: ignore[arg-type]
                 mine = sorted(est, key=est.get, reverse=True)[:10]  # type: ignore[arg-type]
                 tops.append(len(set(top) & set(mine)) / 10)
@@ -80,6 +83,7 @@ def window_run(edges: list[Interaction], step: timedelta, batches: int, walks: i
             "ours_ms": 1e3 * statistics.median(ours), "nx_ms": 1e3 * statistics.median(theirs),
             "ratio": statistics.median(theirs) / statistics.median(ours),
             "l1_max": max(l1s), "l1_mean": float(np.mean(l1s)), "top10_min": min(tops),
+            "l1_fixed_max": max(l1x), "l1_nx_fixed_max": max(l1nx),
             "visits": mc.n_visits}
 
 
@@ -126,12 +130,15 @@ def main() -> None:
     print(f"# sliding-window PageRank: window 24 h, {args.edges} interactions/window, "
           f"{args.agents} agents, R={args.walks}, refinement steps={args.smooth}")
     print(f"{'step':>6} {'units/batch':>11} {'ours ms':>9} {'nx ms':>9} {'nx/ours':>8} "
-          f"{'L1 max':>7} {'L1 mean':>8} {'top10 min':>9}")
+          f"{'L1 max':>7} {'L1 mean':>8} {'top10 min':>9} {'L1* ours':>8} {'L1* nx':>7}")
     for minutes in (int(s) for s in args.steps.split(",")):
         r = window_run(edges, timedelta(minutes=minutes), args.batches, args.walks, args.smooth)
         print(f"{minutes:>4}min {r['batch_units']:>11.0f} {r['ours_ms']:>9.1f} "
               f"{r['nx_ms']:>9.1f} {r['ratio']:>7.1f}x {r['l1_max']:>7.4f} "
-              f"{r['l1_mean']:>8.4f} {r['top10_min']:>9.1f}")
+              f"{r['l1_mean']:>8.4f} {r['top10_min']:>9.1f} {r['l1_fixed_max']:>8.4f} "
+              f"{r['l1_nx_fixed_max']:>7.4f}")
+    print("  L1 = vs networkx.pagerank (default tol); L1* = max distance of ours / of networkx"
+          " from the fixed point (power iteration to 1e-12)")
     print(f"  (window: {r['window_interactions']} interactions, {r['window_edges']} distinct "
           f"edges, {r['agents']} agents, {r['visits']} stored walk visits)")
 
@@ -160,7 +167,8 @@ def main() -> None:
           f"   ({len(ca.sizes())} cascades, {len(ca._grams)} n-grams tracked)")
     t0 = time.perf_counter()
     ca.analyse()
-    print(f"  cascade analysis (fit + exposure): {time.perf_counter() - t0:.2f} s")
+    print(f"  cascade analysis (fit of {len(ca.sizes())} sizes + exposure of the "
+          f"{ca.config.exposure_cascades} largest): {time.perf_counter() - t0:.2f} s")
 
     print("\n# memory (tracemalloc) vs window size")
     print(f"{'interactions':>12} {'edges':>7} {'agents':>7} {'graph MB':>9} {'PR MB':>7} "
@@ -181,6 +189,21 @@ def main() -> None:
         e_, a_ = len(delta), mc.n_nodes  # type: ignore[attr-defined]
         print(f"{m:>12} {e_:>7} {a_:>7} {gmem / 2**20:>9.1f} {pmem / 2**20:>7.1f} "
               f"{gmem / e_:>13.0f} {pmem / a_:>11.0f}")
+    part = stream[: len(stream) // 4]
+    th2, tmem = memory(lambda: _fed(ThreadsEngine(), part))
+    print(f"  threads: {tmem / 2**20:.1f} MB for {len(th2._live)} live posts "  # type: ignore[attr-defined]
+          f"({tmem / len(th2._live):.0f} B/post incl. repliers)")  # type: ignore[attr-defined]
+    few = comments[: n // 10]
+    ca2, cmem = memory(lambda: _fed(CascadeEngine(CascadeConfig(), graph=InteractionGraph()), few))
+    grams = len(ca2._grams)  # type: ignore[attr-defined]
+    print(f"  cascades: {cmem / 2**20:.1f} MB for {grams} n-grams, "
+          f"{ca2.adoptions_total} adoptions ({cmem / ca2.adoptions_total:.0f} B/adoption)")  # type: ignore[attr-defined]
+
+
+def _fed(engine: object, events: list) -> object:
+    for e in events:
+        engine.update(e)  # type: ignore[attr-defined]
+    return engine
 
 
 def _built(delta: dict, walks: int) -> MonteCarloPageRank:

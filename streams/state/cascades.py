@@ -12,7 +12,8 @@ standard error (alpha - 1)/sqrt(n_tail), as ``powerlaw`` reports it). Exposure o
 a cascade = its in-neighbours in the cumulative interaction graph (agents who commented on it)
 that adopted before it; every agent of the graph counts, as in the paper's code, and the
 adoption rate by exposure k = adopters with exposure k / agents with exposure k. The graph is
-taken as it stands at each analysis (every ``analysis_every``), like the paper's static graph.
+taken as it stands at each analysis (every ``analysis_every``), like the paper's static graph;
+the exposure analysis covers the ``exposure_cascades`` largest cascades.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams (each with its
 adopters). When full, the quarter with the fewest adopters (oldest first) that are not yet
@@ -128,7 +129,9 @@ class CascadeConfig:
     """n_range [(3, 5)], min_adopters [10], max_stop_share [0.5]: the paper's definitions;
     max_tracked [100_000]: n-grams held; analysis_every [10 min]: power-law fit and exposure
     analysis period (event time); shown [50]: cascades listed in details, with at most
-    adopters_shown [50] adopters each; max_exposure [10]: exposures above are pooled."""
+    adopters_shown [50] adopters each; max_exposure [10]: exposures above are pooled;
+    exposure_cascades [1000]: the exposure analysis covers the largest this many cascades
+    (its cost is their total size times the mean degree)."""
 
     n_range: tuple[int, int] = (3, 5)
     min_adopters: int = 10
@@ -138,6 +141,7 @@ class CascadeConfig:
     shown: int = 50
     adopters_shown: int = 50
     max_exposure: int = 10
+    exposure_cascades: int = 1000
 
 
 @dataclass(slots=True)
@@ -252,10 +256,11 @@ class CascadeEngine:
         self._fit = fit_discrete_power_law(list(sizes.values())) if len(sizes) >= 2 else None
         agents: Counter = Counter()
         adopted: Counter = Counter()
-        shown = sorted(sizes, key=lambda g: (-sizes[g], g))[:cfg.shown]
+        largest = sorted(sizes, key=lambda g: (-sizes[g], g))[:cfg.exposure_cascades]
+        shown = set(largest[:cfg.shown])
         listed: list[dict[str, Any]] = []
         nodes = self.graph.cumulative_size()[0]
-        for g in sorted(sizes, key=lambda g: (-sizes[g], g)):
+        for g in largest:
             mine, ag, ad = self.exposures(g, nodes)
             cap = cfg.max_exposure
             for k, v in ag.items():
@@ -273,7 +278,8 @@ class CascadeEngine:
         rate = {str(k): {"agents": agents[k], "adopters": adopted[k],
                          "rate": adopted[k] / agents[k] if agents[k] else None}
                 for k in sorted(agents)}
-        self._analysis = {"cascades": listed, "adoption_rate_by_exposure": rate}
+        self._analysis = {"cascades": listed, "adoption_rate_by_exposure": rate,
+                          "exposure_cascades": len(largest)}
 
     def snapshot(self) -> Snapshot:
         sizes = list(self.sizes().values())
