@@ -10,9 +10,9 @@ g_i = PR_i - PR_(i+1), k* = argmax g_i, the top k* agents. One snapshot is kept 
 ``sample_interval_s``; ``history`` of them are the baseline. An agent is reported when, for the
 last ``persist`` snapshots, its share is at least ``min_share`` and at least ``jump_ratio`` x its
 baseline share, and either it entered the super-node set without being in it during the
-baseline, or its share jumped by ``strong_jump_ratio``. The baseline is the median share over
-``history`` snapshots taken more than one graph window ago (disjoint graphs; an agent absent
-from a snapshot counts at 1/N). Influence means reach across conversations: the agent must have
+baseline, or its share jumped by ``strong_jump_ratio`` without entering it (critical from
+``critical_ratio``). The baseline is the median share over ``history`` snapshots taken more
+than one graph window ago (disjoint graphs; an agent absent from a snapshot counts at 1/N). Influence means reach across conversations: the agent must have
 at least ``min_repliers`` distinct repliers and ``min_threads`` threads with at least
 ``min_thread_replies`` replies each in the window; one viral post is a hot thread, not a
 super-node. The evidence is its trajectory (time, share, rank, in the set or not).
@@ -25,9 +25,9 @@ interaction edges of one ``graph_window_s`` when computing PageRank here.
 >>> flat = {f"a{i}": 1 / 50 for i in range(50)}
 >>> for t in range(4):
 ...     d.observe_pagerank(float(t), flat)
->>> d.observe_pagerank(4.0, {**{f"a{i}": 0.6 / 49 for i in range(1, 50)}, "a0": 0.4})
->>> [(f.key, f.evidence["share"]) for f in d.findings(4.0)]
-[('agent:a0', 0.4)]
+>>> d.observe_pagerank(4.0, {**{f"a{i}": 0.6 / 49 for i in range(50) if i != 7}, "a7": 0.4})
+>>> [(f.key, f.evidence["share"], f.evidence["entered_supernodes"]) for f in d.findings(4.0)]
+[('agent:a7', 0.4, True)]
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ class SupernodeConfig:
     persist: int = 2
     min_share: float = 0.03
     jump_ratio: float = 5.0
-    strong_jump_ratio: float = 10.0
+    strong_jump_ratio: float = 30.0
+    critical_ratio: float = 10.0
     min_repliers: int = 50
     min_threads: int = 4
     min_thread_replies: int = 3
@@ -188,7 +189,7 @@ class SupernodeDetector:
         trajectory = [{"t": s.t, "share": round(s.shares.get(agent, 0.0), 5),
                        "rank": s.ranks.get(agent), "supernode": agent in s.supernodes}
                       for s in [*base, *recent]]
-        severity: Severity = "critical" if ratio >= cfg.strong_jump_ratio else "warning"
+        severity: Severity = "critical" if ratio >= cfg.critical_ratio else "warning"
         evidence = {"agent": agent, "share": round(last.shares[agent], 5),
                     "rank": last.ranks.get(agent), "baseline_share": round(baseline, 5),
                     "jump_ratio": round(ratio, 2), "entered_supernodes": entered,
