@@ -15,7 +15,8 @@ baseline, or its share jumped by ``strong_jump_ratio`` without entering it (crit
 than one graph window ago (disjoint graphs; an agent absent from a snapshot counts at 1/N).
 Influence means reach across conversations: the agent must have at least ``min_repliers``
 distinct repliers and ``min_threads`` threads with at least ``min_thread_replies`` replies each
-in the window; one viral post is a hot thread, not a super-node. The evidence is its trajectory (time, share, rank, in the set or not).
+in the window; one viral post is a hot thread, not a super-node. The evidence is its
+trajectory (time, share, rank, in the set or not).
 
 Memory: ``history + persist`` snapshots of at most ``max_agents_tracked`` shares each, and the
 interaction edges of one ``graph_window_s`` when computing PageRank here.
