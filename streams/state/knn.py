@@ -17,15 +17,17 @@ Binning (not published): ``bins`` (default 50) equal-width bins on [``lo``, ``hi
 JSD(P, Q) = H(M) - (H(P) + H(Q)) / 2 with M = (P + Q) / 2 (= scipy's ``jensenshannon(p, q,
 base=2) ** 2``), between each window and the previous non-empty window.
 
-Memory: an open window holds (dim + k) float32 per post: 1,576 bytes for 384 dims and k = 10,
-so 50,000 posts (a Moltbook peak day) take 79 MB (up to 1.5x that: capacity grows by 1.5x).
+Memory: an open window holds (dim + k + 1) float32 per post: 1,580 bytes for 384 dims and
+k = 10, so 50,000 posts (a Moltbook peak day) take 79 MB (up to 1.5x that: capacity grows by 1.5x).
 ``open_windows`` (default 2: today and yesterday, for late posts) are kept; when a newer
 window opens, or ``expire(now)`` says so, the oldest is closed to its summary (a few hundred
 bytes) and its vectors freed; posts for a closed window are counted in ``knn_late_total`` and
 skipped. ``max_per_window`` (default 100,000, 158 MB) caps a window:
 posts beyond it are counted in ``knn_skipped_total`` and skipped (no approximation is made;
-the cap is a guard, well above Moltbook's volume). Per-window update cost is O(n) a post, so
-O(n^2 dim) over a day: about 1e12 flops for 50,000 posts, minutes of one core a day.
+the cap is a guard, well above Moltbook's volume). A post costs one (1 x n) product against
+its window, O(n dim), plus a top-k merge only for the old posts it enters (each post keeps
+its current k-th best as a threshold), so a day costs O(n^2 dim): about 1e12 flops for 50,000
+posts, a few minutes of one core a day; batches (``update_many``) use matrix products.
 
 Names: samples ``knn{k}_similarity`` (mean S_k of the current window) and
 ``knn{k}_js_divergence`` (current vs previous), details under ``knn{k}``: with the default k = 10,
@@ -63,7 +65,8 @@ BLOCK = 256  # rows a matrix product: bounds the transient (BLOCK x n) similarit
 @dataclass(slots=True)
 class _Open:
     vecs: np.ndarray
-    top: np.ndarray
+    top: np.ndarray  # per post, its k best similarities so far (unordered, -inf padded)
+    kth: np.ndarray  # per post, the smallest of them: a new post below it changes nothing
     n: int = 0
 
 
@@ -134,7 +137,8 @@ class KnnState:
         day = self._open.get(key)
         if day is None:
             day = self._open[key] = _Open(np.empty((0, self.dim), np.float32),
-                                          np.empty((0, self.k), np.float32))
+                                          np.empty((0, self.k), np.float32),
+                                          np.empty(0, np.float32))
             self.expire()
         room = self.max_per_window - day.n
         if len(v) > room:
@@ -149,17 +153,24 @@ class KnnState:
             cap = min(self.max_per_window, max(len(day.vecs) * 3 // 2, n + b, 64))
             vecs = np.empty((cap, self.dim), np.float32)
             top = np.full((cap, k), -np.inf, np.float32)
-            vecs[:n], top[:n] = day.vecs[:n], day.top[:n]
-            day.vecs, day.top = vecs, top
+            kth = np.full(cap, -np.inf, np.float32)
+            vecs[:n], top[:n], kth[:n] = day.vecs[:n], day.top[:n], day.kth[:n]
+            day.vecs, day.top, day.kth = vecs, top, kth
         old = day.vecs[:n]
         s_new_old = v @ old.T  # (b, n)
         s_new_new = v @ v.T
         np.fill_diagonal(s_new_new, -np.inf)
         cand = np.concatenate([s_new_old, s_new_new], axis=1)
         day.top[n:n + b] = _top(cand, k, axis=1)
+        day.kth[n:n + b] = day.top[n:n + b].min(axis=1)
         if n:
-            col = _top(s_new_old, min(k, b), axis=0).T  # (n, <= k): best new values per old row
-            day.top[:n] = _top(np.concatenate([day.top[:n], col], axis=1), k, axis=1)
+            # only old posts for which some new post beats their current k-th best change
+            rows = np.flatnonzero(s_new_old.max(axis=0) > day.kth[:n])
+            if len(rows):
+                col = _top(s_new_old[:, rows], min(k, b), axis=0).T  # best new values a row
+                merged = _top(np.concatenate([day.top[rows], col], axis=1), k, axis=1)
+                day.top[rows] = merged
+                day.kth[rows] = merged.min(axis=1)
         day.vecs[n:n + b] = v
         day.n = n + b
 
@@ -203,7 +214,7 @@ class KnnState:
 
     def nbytes(self) -> int:
         """Bytes held by the open windows' arrays (the bulk of the state)."""
-        return sum(d.vecs.nbytes + d.top.nbytes for d in self._open.values())
+        return sum(d.vecs.nbytes + d.top.nbytes + d.kth.nbytes for d in self._open.values())
 
     def snapshot(self) -> Snapshot:
         sums = self.summaries()

@@ -85,7 +85,7 @@ def test_closing_windows_bounds_memory_and_counts_late_posts() -> None:
     batches = {f"2026-02-0{i}": clustered(rng, 120, dim=8) for i in range(1, 6)}
     for key, vecs in batches.items():
         st.update_many(key, vecs)
-    assert len(st._open) == 2 and st.nbytes() == 2 * 120 * (8 + 10) * 4  # (dim + k) float32
+    assert len(st._open) == 2 and st.nbytes() == 2 * 120 * (8 + 10 + 1) * 4  # dim + k + 1
     st.update_many("2026-02-01", batches["2026-02-01"][:5])  # a closed day: late
     st.update_many("2026-02-05", clustered(rng, 40, dim=8))  # 10 over the cap
     assert (st.late_total, st.skipped_total) == (5, 10)
