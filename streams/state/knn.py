@@ -27,7 +27,8 @@ posts beyond it are counted in ``knn_skipped_total`` and skipped (no approximati
 the cap is a guard, well above Moltbook's volume). A post costs one (1 x n) product against
 its window, O(n dim), plus a top-k merge only for the old posts it enters (each post keeps
 its current k-th best as a threshold), so a day costs O(n^2 dim): about 1e12 flops for 50,000
-posts, a few minutes of one core a day; batches (``update_many``) use matrix products.
+posts, a few minutes of one core a day. Posts are buffered up to ``batch`` (64) rows and go in
+as one matrix product (reads flush first, so every value is as exact as unbuffered).
 
 Names: samples ``knn{k}_similarity`` (mean S_k of the current window) and
 ``knn{k}_js_divergence`` (current vs previous), details under ``knn{k}``: with the default k = 10,
@@ -116,10 +117,13 @@ class KnnState:
     hi: float = 1.0
     quantiles: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
     keep_closed: int = 400
+    batch: int = 64
     late_total: int = field(default=0, init=False)
     skipped_total: int = field(default=0, init=False)
     _open: dict[str, _Open] = field(default_factory=dict, init=False, repr=False)
     _closed: dict[str, KnnSummary] = field(default_factory=dict, init=False, repr=False)
+    _pending: dict[str, list[np.ndarray]] = field(default_factory=dict, init=False, repr=False)
+    _pending_rows: int = field(default=0, init=False, repr=False)
 
     def update(self, when: datetime | str, vector: np.ndarray) -> None:
         self.update_many(when, np.asarray(vector)[None, :])
@@ -134,18 +138,29 @@ class KnnState:
         v = np.asarray(vectors, dtype=np.float32)
         norms = np.linalg.norm(v, axis=1)
         v = v[norms > 0] / norms[norms > 0, None]
-        day = self._open.get(key)
-        if day is None:
-            day = self._open[key] = _Open(np.empty((0, self.dim), np.float32),
-                                          np.empty((0, self.k), np.float32),
-                                          np.empty(0, np.float32))
+        if key not in self._open:
+            self._open[key] = _Open(np.empty((0, self.dim), np.float32),
+                                    np.empty((0, self.k), np.float32), np.empty(0, np.float32))
             self.expire()
-        room = self.max_per_window - day.n
-        if len(v) > room:
-            self.skipped_total += len(v) - room
-            v = v[:room]
-        for i in range(0, len(v), BLOCK):
-            self._insert(day, v[i:i + BLOCK])
+        # Posts wait for `batch` rows (or any read) and then go in as one matrix product:
+        # the same result, many times cheaper than one product a post.
+        self._pending.setdefault(key, []).append(v)
+        self._pending_rows += len(v)
+        if self._pending_rows >= self.batch:
+            self._flush()
+
+    def _flush(self) -> None:
+        for key, parts in self._pending.items():
+            day = self._open[key]
+            v = np.concatenate(parts)
+            room = self.max_per_window - day.n
+            if len(v) > room:
+                self.skipped_total += len(v) - room
+                v = v[:room]
+            for i in range(0, len(v), BLOCK):
+                self._insert(day, v[i:i + BLOCK])
+        self._pending.clear()
+        self._pending_rows = 0
 
     def _insert(self, day: _Open, v: np.ndarray) -> None:
         n, b, k = day.n, len(v), self.k
@@ -177,6 +192,7 @@ class KnnState:
     def expire(self, now: datetime | None = None) -> None:
         """Close the oldest open windows beyond ``open_windows`` (counted back from ``now``'s
         window when given, so a quiet stream still closes yesterday); drop old summaries."""
+        self._flush()
         cutoff = None
         if now is not None:
             step = timedelta(days=1) if self.window == "day" else timedelta(hours=1)
@@ -192,6 +208,7 @@ class KnnState:
 
     def values(self, key: str) -> np.ndarray:
         """S_k of every post of an open window that has at least one neighbour, arrival order."""
+        self._flush()
         return _values(self._open[key])
 
     def edges(self) -> np.ndarray:
@@ -208,16 +225,19 @@ class KnnState:
                           [int(h) for h in hist])
 
     def summaries(self) -> dict[str, KnnSummary]:
+        self._flush()
         out = dict(self._closed)
         out.update({key: self._summary(day) for key, day in self._open.items()})
         return dict(sorted(out.items()))
 
     def nbytes(self) -> int:
         """Bytes held by the open windows' arrays (the bulk of the state)."""
+        self._flush()
         return sum(d.vecs.nbytes + d.top.nbytes + d.kth.nbytes for d in self._open.values())
 
     def snapshot(self) -> Snapshot:
         sums = self.summaries()
+        nbytes = self.nbytes()
         keys = [k for k, s in sums.items() if s.count > 0]
         jsd: dict[str, float] = {}
         for prev, cur in zip(keys, keys[1:], strict=False):
@@ -237,7 +257,7 @@ class KnnState:
                    help="Posts for an already closed window, skipped"),
             Sample("knn_skipped_total", float(self.skipped_total), kind="counter",
                    help="Posts beyond max_per_window, skipped"),
-            Sample("knn_state_bytes", float(self.nbytes()), help="Bytes of open-window arrays"),
+            Sample("knn_state_bytes", float(nbytes), help="Bytes of open-window arrays"),
         ]
         details = {name: {
             "k": self.k, "window": self.window,

@@ -41,11 +41,12 @@ def clustered(rng: np.random.Generator, n: int, dim: int = 24, spread: float = 0
     return centres[rng.integers(0, 5, n)] + spread * rng.normal(size=(n, dim))
 
 
-def test_incremental_equals_batch_exact_knn() -> None:
+@pytest.mark.parametrize("batch", [1, 64])
+def test_incremental_equals_batch_exact_knn(batch) -> None:
     rng = np.random.default_rng(0)
     days = {"2026-02-01": clustered(rng, 700), "2026-02-02": clustered(rng, 7),
             "2026-02-03": clustered(rng, 1), "2026-02-04": clustered(rng, 333)}
-    st = KnnState(dim=24, open_windows=10)
+    st = KnnState(dim=24, open_windows=10, batch=batch)
     for key, vecs in days.items():  # uneven batches, some bigger than the internal block
         i = 0
         while i < len(vecs):
@@ -88,8 +89,8 @@ def test_closing_windows_bounds_memory_and_counts_late_posts() -> None:
     assert len(st._open) == 2 and st.nbytes() == 2 * 120 * (8 + 10 + 1) * 4  # dim + k + 1
     st.update_many("2026-02-01", batches["2026-02-01"][:5])  # a closed day: late
     st.update_many("2026-02-05", clustered(rng, 40, dim=8))  # 10 over the cap
-    assert (st.late_total, st.skipped_total) == (5, 10)
     sums = st.summaries()
+    assert (st.late_total, st.skipped_total) == (5, 10)
     assert sums["2026-02-01"].closed and not sums["2026-02-05"].closed
     assert sums["2026-02-02"].mean == pytest.approx(reference_s10(batches["2026-02-02"]).mean(),
                                                     abs=1e-6)
