@@ -184,11 +184,10 @@ def main() -> None:
     rng = np.random.default_rng(0)
     day = vecs[rng.integers(0, len(vecs), args.knn_day)] + \
         0.02 * rng.standard_normal((args.knn_day, vecs.shape[1])).astype(np.float32)
-    knn = KnnState()
-    t_knn = timed(lambda: [knn.update_many("2026-01-30", b)
-                           for b in batches(list(day), args.batch)])
+    knn = KnnState(batch=args.batch)
+    t_knn = timed(lambda: ([knn.update("2026-01-30", v) for v in day], knn.snapshot()))
     per_post = knn.nbytes() / args.knn_day
-    print(f"kNN, one day of {args.knn_day} posts in batches of {args.batch}: "
+    print(f"kNN, one day of {args.knn_day} posts, one update() a post (buffered {args.batch}): "
           f"{args.knn_day / t_knn:8.0f} events/s ({t_knn:.1f} s for the day), "
           f"{per_post:.0f} bytes/post")
     peak_knn_s = t_knn * (args.peak_posts / args.knn_day) ** 2
