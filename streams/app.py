@@ -174,7 +174,7 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
             state.duplicates = 0
         if state.dirty:
             state.dirty = False
-            for alert in state.pipeline.advance():
+            for alert in state.pipeline.advance(force=True):
                 await alerts.send(value=alert.model_dump_json().encode())
             state.store.write(state.pipeline.snapshot(), at=time.time())
 

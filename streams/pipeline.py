@@ -52,7 +52,8 @@ class PipelineConfig:
     window: the semantic window (day, as published, or hour); verbatim_threshold: posts whose
     exact text was seen this many times are excluded from the lexical and semantic metrics
     (the paper's 1,000); ngram_grace_days: the live death rule's grace period;
-    tick: how much event time passes between two ``advance`` evaluations.
+    tick: how much event time passes between two ``advance`` evaluations (replay; the live
+    reducer forces one each snapshot interval of wall time).
     """
 
     embed: bool = True
@@ -65,7 +66,7 @@ class PipelineConfig:
     influence: InfluenceConfig = field(default_factory=InfluenceConfig)
     detectors: DetectorConfig = field(default_factory=DetectorConfig)
     detectors_enabled: bool = True
-    tick: timedelta = timedelta(seconds=1)
+    tick: timedelta = timedelta(seconds=10)
 
 
 class Pipeline:
