@@ -605,6 +605,8 @@ class InfluenceEngine:
         self._track(summary.supernodes, now)
         self._window, self._window_time = summary, now
         self._window_rank = {a: i + 1 for i, (a, _) in enumerate(ranked(self._window_scores))}
+        for d, weights in self.graph.days.items():  # open days, recomputed once per step
+            self._day_summary(d, weights)
         if now.timestamp() >= self._cum_due:
             self._cum_scores = pagerank_exact(self.graph.cumulative(), self.config.alpha)
             self._cum = summarise(self._cum_scores, self.graph.cumulative_size()[1],
@@ -632,8 +634,9 @@ class InfluenceEngine:
     def daily(self) -> dict[str, dict[str, Any]]:
         """Per-day summaries (closed and open days) with super-node turnover vs the day before."""
         days = dict(self._days)
-        for d, weights in self.graph.days.items():
-            days[d] = self._day_summary(d, weights).as_dict()
+        for d, weights in self.graph.days.items():  # open days: as of the last refresh
+            hit = self._open_cache.get(d)
+            days[d] = (hit[1] if hit else self._day_summary(d, weights)).as_dict()
         out: dict[str, dict[str, Any]] = {}
         prev: set[str] | None = None
         prev_day: date | None = None
