@@ -26,7 +26,8 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.sources.crawler import CrawlerOptions, MoltbookCrawler, _Post  # noqa: E402
+from service.config import CrawlerSettings
+from service.sources.crawler import MoltbookCrawler, _Post  # noqa: E402
 from service.stores.checkpoint import CheckpointStore  # noqa: E402
 from tests.integration.fake_moltbook import FakeMoltbook  # noqa: E402
 
@@ -70,7 +71,7 @@ def bench_state(client: redis.Redis, posts: int, comments: int) -> None:
 def bench_speed() -> None:
     print("2. crawl speed, rate limit lifted (loopback fake, no faults)")
     with FakeMoltbook(release_every=1, reveal_ticks=100) as fake:
-        opts = CrawlerOptions(base_url=fake.url, requests_per_minute=1e7, burst=1,
+        opts = CrawlerSettings(base_url=fake.url, requests_per_minute=1e7, burst=1,
                               horizon_s=400 * 86_400.0, discovery_interval_s=0.3,
                               sweep_interval_s=1.5, revisit_min_s=0.05, revisit_max_s=0.4)
         crawler = MoltbookCrawler(opts, None, registry=CollectorRegistry())

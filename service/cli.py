@@ -45,7 +45,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     settings = get_settings()
     if args.api_port:
         settings.api_port = args.api_port
-    source = None if args.source == "none" else [args.source, *args.paths]
+    source = {
+        "none": None,
+        # the demo: a live society with a memecoin surge 10 minutes in
+        "simulate": ["simulate", "--realtime", "--posts-per-hour", "1800",
+                     "--scenario", "surge:start=10m,duration=15m"],
+        "replay": ["replay", *args.paths],
+        "crawl": ["crawl"],
+    }[args.source]
     if args.source == "replay" and not args.paths:
         print("moltscope up --source replay needs archive paths", file=sys.stderr)
         return 2
@@ -156,6 +163,41 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         bar.close()
 
 
+def cmd_crawl(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    import redis
+    from prometheus_client import start_http_server
+
+    from service.producer import KafkaSink, ensure_topics
+    from service.sources.crawler import MoltbookCrawler
+    from service.stores.checkpoint import CheckpointStore
+
+    settings = get_settings()
+    if args.base_url:
+        settings.crawler.base_url = args.base_url
+    ensure_topics(settings)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    start_http_server(settings.crawler.metrics_port, addr="127.0.0.1")
+    checkpoint = CheckpointStore(redis.Redis.from_url(settings.redis_url),
+                                 prefix=settings.crawler.checkpoint_prefix)
+    crawler = MoltbookCrawler(settings.crawler, checkpoint)
+    sink = KafkaSink(settings)
+    log.info("crawling %s at %.0f requests/min; metrics on 127.0.0.1:%d",
+             settings.crawler.base_url, settings.crawler.requests_per_minute,
+             settings.crawler.metrics_port)
+    try:
+        crawler.run(sink.send, stop, flush=sink.flush)
+    finally:
+        crawler.close()
+        sink.close()
+    log.info("crawler stopped: published %d events and %d dead letters", sink.sent, sink.dead)
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from streams.events import event_json_schema
 
@@ -206,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--out", help="write events.jsonl and labels.jsonl here instead of Kafka")
     m.add_argument("--raw", action="store_true", help="with --out: raw Moltbook API answers")
     m.set_defaults(func=cmd_simulate)
+
+    c = sub.add_parser("crawl", help="crawl the Moltbook API into Kafka (checkpointed in Redis)")
+    c.add_argument("--base-url", help="API base (default MOLTSCOPE_CRAWLER__BASE_URL)")
+    c.set_defaults(func=cmd_crawl)
 
     s = sub.add_parser("schema", help="print the JSON Schema of a canonical event")
     s.set_defaults(func=cmd_schema)

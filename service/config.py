@@ -37,6 +37,27 @@ class CrawlerSettings(BaseModel):
     requests_per_minute: float = 60.0
     page_limit: int = 50
     timeout_s: float = 30.0
+    burst: float = Field(1.0, description="Token bucket size: requests allowed back to back")
+    horizon_s: float = Field(3 * 86400.0, description="Posts older than this are neither found "
+                             "nor revisited")
+    discovery_interval_s: float = Field(60.0, description="Pause between discovery walks")
+    sweep_interval_s: float = Field(6 * 3600.0, description="How often a walk goes down to "
+                                    "the horizon (finds what paging skipped)")
+    rewalk_pages: int = Field(1, description="Pages an incremental walk reads past known ground")
+    offset_overlap: int = Field(2, description="Items of the previous offset page re-read")
+    max_walk_pages: int = Field(5000, description="Safety cap on pages in one walk")
+    revisit_min_s: float = 120.0
+    revisit_max_s: float = 6 * 3600.0
+    revisit_age_fraction: float = Field(0.25, description="Revisit interval as a fraction of "
+                                        "the post's age, before activity speed-up and clamping")
+    max_retries: int = Field(5, description="Retries of a 5xx/timeout/broken answer")
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 300.0
+    ip_block_backoff_s: float = Field(900.0, description="Wait after a header-less 429")
+    ip_block_backoff_cap_s: float = 3600.0
+    fetch_profiles: bool = True
+    checkpoint_prefix: str = "moltscope:crawler"
+    metrics_port: int = Field(9108, description="Port of the crawler's own /metrics")
 
 
 class SocietySettings(BaseModel):

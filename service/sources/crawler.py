@@ -59,7 +59,6 @@ from typing import Any, Literal
 
 import httpx
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
-from pydantic import Field
 
 from service.config import CrawlerSettings
 from service.sources.normalise import (
@@ -87,31 +86,6 @@ log = logging.getLogger(__name__)
 Item = Event | DeadLetter
 DAY = 86_400.0
 LAG_BUCKETS = (1, 10, 60, 300, 900, 3600, 6 * 3600, DAY, 3 * DAY, 7 * DAY, 30 * DAY)
-
-
-class CrawlerOptions(CrawlerSettings):
-    """CrawlerSettings plus the crawler's tuning (to be merged into CrawlerSettings)."""
-
-    burst: float = Field(1.0, description="Token bucket size: requests allowed back to back")
-    horizon_s: float = Field(3 * DAY, description="Posts older than this are neither found "
-                             "nor revisited")
-    discovery_interval_s: float = Field(60.0, description="Pause between discovery walks")
-    sweep_interval_s: float = Field(6 * 3600.0, description="How often a walk goes down to "
-                                    "the horizon (finds what paging skipped)")
-    rewalk_pages: int = Field(1, description="Pages an incremental walk reads past known ground")
-    offset_overlap: int = Field(2, description="Items of the previous offset page re-read")
-    max_walk_pages: int = Field(5000, description="Safety cap on pages in one walk")
-    revisit_min_s: float = 120.0
-    revisit_max_s: float = 6 * 3600.0
-    revisit_age_fraction: float = Field(0.25, description="Revisit interval as a fraction of "
-                                        "the post's age, before activity speed-up and clamping")
-    max_retries: int = Field(5, description="Retries of a 5xx/timeout/broken answer")
-    backoff_base_s: float = 1.0
-    backoff_cap_s: float = 300.0
-    ip_block_backoff_s: float = Field(900.0, description="Wait after a header-less 429")
-    ip_block_backoff_cap_s: float = 3600.0
-    fetch_profiles: bool = True
-    checkpoint_prefix: str = "moltscope:crawler"
 
 
 @dataclass
@@ -212,8 +186,7 @@ class MoltbookCrawler:
         registry: CollectorRegistry | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self.opts = (settings if isinstance(settings, CrawlerOptions)
-                     else CrawlerOptions(**dict(settings)))
+        self.opts = settings
         o = self.opts
         self._store = checkpoint
         self._clock = clock

@@ -19,7 +19,8 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry
 
-from service.sources.crawler import CrawlerOptions, MoltbookCrawler
+from service.config import CrawlerSettings
+from service.sources.crawler import MoltbookCrawler
 from service.sources.normalise import normalise_post_detail
 from service.stores.checkpoint import CheckpointStore
 from streams.events import AgentEvent, DeadLetter, VoteEvent
@@ -70,14 +71,14 @@ def living(paging: str, seed: int) -> FakeMoltbook:
                         reveal_ticks=100)
 
 
-def options(fake: FakeMoltbook, **kw: Any) -> CrawlerOptions:
+def options(fake: FakeMoltbook, **kw: Any) -> CrawlerSettings:
     base: dict[str, Any] = dict(
         base_url=fake.url, requests_per_minute=RPM, page_limit=20, timeout_s=0.2,
         horizon_s=400 * 86_400.0,  # the recorded posts are months old
         discovery_interval_s=0.3, sweep_interval_s=1.5, revisit_min_s=0.05, revisit_max_s=0.4,
         backoff_base_s=0.02, backoff_cap_s=0.2, ip_block_backoff_s=0.35,
         ip_block_backoff_cap_s=0.5, max_retries=6)
-    return CrawlerOptions(**{**base, **kw})
+    return CrawlerSettings(**{**base, **kw})
 
 
 def expected_ids(fake: FakeMoltbook) -> set[str]:
@@ -341,7 +342,7 @@ def test_schedule_favours_young_and_busy_posts_and_honours_the_horizon() -> None
     client = httpx.Client(base_url="http://moltbook.test/api/v1",
                           transport=httpx.MockTransport(handler))
     crawler = MoltbookCrawler(
-        CrawlerOptions(base_url="http://moltbook.test/api/v1", requests_per_minute=60,
+        CrawlerSettings(base_url="http://moltbook.test/api/v1", requests_per_minute=60,
                        fetch_profiles=False, discovery_interval_s=600),
         None, client=client, clock=lambda: now[0], sleep=sleep, registry=registry)
     items = list(crawler.events(stop))
@@ -372,7 +373,7 @@ def _child() -> None:
     """
     import json
 
-    opts = CrawlerOptions.model_validate_json(sys.argv[1])
+    opts = CrawlerSettings.model_validate_json(sys.argv[1])
     client = redis.Redis(host="127.0.0.1", port=int(sys.argv[2]))
     with open(sys.argv[3], "a") as out:  # buffered: flushed before each checkpoint
 

@@ -28,10 +28,10 @@ import pytest
 from kafka import KafkaProducer
 from prometheus_client import CollectorRegistry, start_http_server
 
-from service.config import Settings
+from service.config import CrawlerSettings, Settings
 from service.embedded import ManagedProcess, free_port, port_open
 from service.producer import KafkaSink, ensure_topics, publish
-from service.sources.crawler import CrawlerOptions, MoltbookCrawler
+from service.sources.crawler import MoltbookCrawler
 from service.sources.simulate import ScenarioSpec, SimulationConfig, Simulator
 from service.stack import cli_argv, settings_env
 from streams.events import Event, PostEvent
@@ -79,7 +79,7 @@ def society() -> list[Event]:
     incident is open when Prometheus is queried."""
     end = DAYS
     return list(Simulator(SimulationConfig(
-        seed=5, agents=300, posts_per_hour=8, agent_growth_per_hour=20, duration=DAYS,
+        seed=5, agents=200, posts_per_hour=4, agent_growth_per_hour=10, duration=DAYS,
         scenarios=(ScenarioSpec(name="supernode", start=end - timedelta(hours=6)),
                    ScenarioSpec(name="burst", start=end - timedelta(hours=5)),
                    ScenarioSpec(name="surge", start=end - timedelta(minutes=20))),
@@ -101,7 +101,7 @@ class Crawl:
         self.fake.__enter__()
         self.server, _ = start_http_server(self.port, addr="127.0.0.1", registry=self.registry)
         crawler = MoltbookCrawler(
-            CrawlerOptions(base_url=self.fake.url, requests_per_minute=600.0, page_limit=20,
+            CrawlerSettings(base_url=self.fake.url, requests_per_minute=600.0, page_limit=20,
                            timeout_s=2.0, horizon_s=400 * 86_400.0, discovery_interval_s=1.0,
                            revisit_min_s=0.5, revisit_max_s=5.0, backoff_base_s=0.05,
                            backoff_cap_s=0.5, ip_block_backoff_s=0.5, ip_block_backoff_cap_s=1.0),
