@@ -189,6 +189,20 @@ SOCIETY = Dashboard(
             Panel("N-grams tracked by n", (
                 Target(gauge("moltscope_ngrams_tracked", "n"), "n={{n}}"),
             )),
+        )),
+        Row("Inputs and state", (
+            Panel("Posts embedded per second", (
+                Target(rate("moltscope_embedded_posts_total"), "embedded"),
+            ), unit="ops", description="Post vectors added to the centroid state."),
+            Panel("Verbatim-duplicate posts excluded per second", (
+                Target(rate("moltscope_verbatim_excluded_total"), "excluded"),
+            ), unit="ops", description="Posts whose exact text was already seen the cleaning "
+                                       "threshold of times: kept out of the lexical and "
+                                       "semantic metrics."),
+            Panel("Late items skipped per second", (
+                Target(rate("moltscope_ngram_late_total"), "n-grams"),
+                Target(rate("moltscope_knn_late_total"), "kNN"),
+            ), unit="ops", description="Events older than the engines' lateness bound."),
             Panel("Engine state memory", (
                 Target(gauge("moltscope_ngram_state_bytes"), "n-grams"),
                 Target(gauge("moltscope_knn_state_bytes"), "kNN"),
@@ -232,7 +246,9 @@ COLLECTIVE = Dashboard(
         Row("Cascades and roles", (
             Panel("Cascades", (
                 Target(gauge("moltscope_cascades"), "cascades"),
-            ), description="N-grams adopted by at least 10 distinct agents."),
+                Target(gauge("moltscope_cascade_size_max"), "largest (adopters)"),
+            ), description="N-grams adopted by at least 10 distinct agents, and the size of "
+                           "the largest."),
             Panel("Cascade size power-law alpha", (
                 Target(gauge("moltscope_cascade_alpha"), "alpha"),
             ), unit="none", description="Discrete power-law fit (published 2.57)."),
@@ -257,6 +273,13 @@ ALERTS = Dashboard(
                 Target(rate("moltscope_alerts_total", "type, severity"),
                        "{{type}} {{severity}}"),
             ), unit="ops"),
+            Panel("Operations alerts firing (moltscope.rules.yml)", (
+                Target('count by (alertname, severity)'
+                       '(ALERTS{alertname=~"Moltscope.+", alertstate="firing"})',
+                       "{{alertname}} {{severity}}"),
+            ), description="Prometheus's own alerts from dashboards/prometheus/"
+                           "moltscope.rules.yml (incidents, staleness, dead letters, "
+                           "crawler)."),
         )),
         Row("Webhook delivery", (
             Panel("Webhook deliveries per second by outcome", (

@@ -73,7 +73,7 @@ def test_dashboards_are_well_formed() -> None:
             assert p["targets"], f"{d.uid}: {p['title']} has no query"
             assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
             for t in p["targets"]:
-                assert t["expr"].strip() and "moltscope_" in t["expr"]
+                assert t["expr"].strip() and ("moltscope_" in t["expr"] or "Moltscope" in t["expr"])
             assert len({t["refId"] for t in p["targets"]}) == len(p["targets"])
 
 
