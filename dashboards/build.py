@@ -2,14 +2,16 @@
 
 Each dashboard is a list of rows of panels; each panel is one or more PromQL targets. The JSON
 is Grafana's dashboard model (schema 39, Grafana 10/11), provisioned as files (see
-``dashboards/grafana/provisioning``). Panels read a ``datasource`` template variable, so the
-same JSON works whatever the Prometheus data source is called.
+``dashboards/provisioning``). Panels read a ``datasource`` template variable, so the same JSON
+works whatever the Prometheus data source is called. The Helm chart cannot read files outside
+itself, so the same JSON and a copy of ``dashboards/prometheus/moltscope.rules.yml`` are also
+written under ``helm/moltscope/files/`` (its dashboards ConfigMap and PrometheusRule).
 
 Every moltscope API replica serves the same values (read from Redis at scrape time), so the
 queries aggregate replicas away with ``max``, never ``sum``, keeping only the labels the
 metric itself carries. The crawler's metrics come from one source process: ``sum`` there.
 
-``python -m dashboards.build --check`` exits 1 when the committed JSON is not the generator's.
+``python -m dashboards.build --check`` exits 1 when a committed file is not the generator's.
 
 >>> overview = next(d for d in DASHBOARDS if d.uid == "moltscope-overview")
 >>> model = render(overview)
@@ -29,7 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-OUT_DIR = Path(__file__).resolve().parent / "grafana"
+ROOT = Path(__file__).resolve().parents[1]
+GRAFANA_DIR = Path("dashboards/grafana")
+CHART_FILES = Path("helm/moltscope/files")
+RULES = Path("dashboards/prometheus/moltscope.rules.yml")
 RATE = "$__rate_interval"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 GRID_WIDTH = 24
@@ -407,28 +412,37 @@ def dumps(model: dict[str, Any]) -> str:
     return json.dumps(model, indent=2, ensure_ascii=False) + "\n"
 
 
-def generated() -> dict[str, str]:
-    """File name -> JSON text of every dashboard, exactly as committed."""
-    return {d.filename: dumps(render(d)) for d in DASHBOARDS}
+def generated() -> dict[Path, str]:
+    """Path (relative to the checkout) -> text of every generated file, exactly as committed."""
+    out: dict[Path, str] = {}
+    for d in DASHBOARDS:
+        text = dumps(render(d))
+        out[GRAFANA_DIR / d.filename] = text
+        out[CHART_FILES / "dashboards" / d.filename] = text
+    out[CHART_FILES / RULES.name] = (ROOT / RULES).read_text()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=OUT_DIR)
+    ap.add_argument("--root", type=Path, default=ROOT, help="the checkout to write into")
     ap.add_argument("--check", action="store_true",
-                    help="compare with the files in --out instead of writing them")
+                    help="compare with the files under --root instead of writing them")
     args = ap.parse_args(argv)
     files = generated()
     if args.check:
-        stale = sorted(n for n, text in files.items()
-                       if not (args.out / n).exists() or (args.out / n).read_text() != text)
-        extra = sorted(p.name for p in args.out.glob("*.json") if p.name not in files)
+        stale = sorted(str(rel) for rel, text in files.items()
+                       if not (args.root / rel).exists() or (args.root / rel).read_text() != text)
+        dirs = {rel.parent for rel in files if rel.suffix == ".json"}
+        extra = sorted(str(p.relative_to(args.root)) for d in dirs
+                       for p in (args.root / d).glob("*.json")
+                       if p.relative_to(args.root) not in files)
         for name in stale + extra:
-            print(f"{args.out / name}: not what dashboards/build.py generates", file=sys.stderr)
+            print(f"{args.root / name}: not what dashboards/build.py generates", file=sys.stderr)
         return 1 if stale or extra else 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (args.out / name).write_text(text)
+    for rel, text in files.items():
+        (args.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (args.root / rel).write_text(text)
     return 0
 
 

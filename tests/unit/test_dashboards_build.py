@@ -32,21 +32,28 @@ def load_build() -> ModuleType:
 build = load_build()
 
 
-def test_committed_json_is_generated() -> None:
+def test_committed_files_are_generated() -> None:
     files = build.generated()
-    committed = {p.name: p.read_text() for p in GRAFANA.glob("*.json")}
-    assert committed.keys() == files.keys(), "run: python -m dashboards.build"
-    for name, text in files.items():
-        assert committed[name] == text, f"{name} is stale: run python -m dashboards.build"
+    assert {p.parent for p in files} == {Path("dashboards/grafana"),
+                                         Path("helm/moltscope/files/dashboards"),
+                                         Path("helm/moltscope/files")}
+    for rel, text in files.items():
+        assert (ROOT / rel).read_text() == text, f"{rel} is stale: run python -m dashboards.build"
+    committed = {p.name for p in GRAFANA.glob("*.json")}
+    assert committed == {d.filename for d in build.DASHBOARDS}
     assert build.main(["--check"]) == 0
 
 
-def test_check_flags_a_stale_file(tmp_path: Path) -> None:
-    assert build.main(["--out", str(tmp_path)]) == 0
-    assert build.main(["--out", str(tmp_path), "--check"]) == 0
-    victim = tmp_path / build.DASHBOARDS[0].filename
-    victim.write_text(victim.read_text().replace("moltscope_posts_total", "moltscope_x_total"))
-    assert build.main(["--out", str(tmp_path), "--check"]) == 1
+def test_check_flags_stale_and_extra_files(tmp_path: Path) -> None:
+    assert build.main(["--root", str(tmp_path)]) == 0
+    assert build.main(["--root", str(tmp_path), "--check"]) == 0
+    victim = tmp_path / "dashboards" / "grafana" / build.DASHBOARDS[0].filename
+    text = victim.read_text()
+    victim.write_text(text.replace("moltscope_posts_total", "moltscope_x_total"))
+    assert build.main(["--root", str(tmp_path), "--check"]) == 1
+    victim.write_text(text)
+    (tmp_path / "helm/moltscope/files/dashboards/old.json").write_text("{}")
+    assert build.main(["--root", str(tmp_path), "--check"]) == 1
 
 
 def test_doctests() -> None:
