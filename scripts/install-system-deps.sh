@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs the system binaries the dashboard and rules tests need, from Debian packages:
+# Installs the system binaries the dashboard, rules and deployment tests need, from Debian
+# packages:
 #   prometheus              -> prometheus, promtool
 #   prometheus-alertmanager -> prometheus-alertmanager (Debian's name for alertmanager), amtool
+#   docker-compose          -> docker-compose (validates docker-compose.yml; no engine needed)
 # Idempotent: does nothing when every binary is already on PATH. Needs root to install.
 set -euo pipefail
 
@@ -10,6 +12,7 @@ declare -A PACKAGE_OF=(
   [promtool]=prometheus
   [prometheus-alertmanager]=prometheus-alertmanager
   [amtool]=prometheus-alertmanager
+  [docker-compose]=docker-compose
 )
 
 declare -A missing=()
