@@ -2,7 +2,8 @@
 
 The embedded broker and Redis, a worker and the API run as in production; a simulated society
 (ten days of event time, with a surge, a super-node and a burst planted near the end), a
-repeated head (duplicates) and malformed records (dead letters) go through them. The crawler
+repeated head (duplicates) and malformed records (dead letters) go through them, and a
+webhook receiver on loopback is registered, so incidents are delivered. The crawler
 runs against the loopback fake Moltbook with its metrics served on their own port. A real
 ``prometheus`` binary scrapes both every second and evaluates dashboards/prometheus's rules;
 then each target of each generated dashboard is queried through ``/api/v1/query`` and must
@@ -20,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,6 +46,7 @@ RULES = ROOT / "dashboards" / "prometheus" / "moltscope.rules.yml"
 # What Grafana substitutes before a query reaches Prometheus (1 s scrapes: 1m is plenty).
 GRAFANA_VARIABLES = {"$__rate_interval": "1m"}
 DAYS = timedelta(days=10)
+TOKEN = "dashboards-test-token-0123456789"
 
 T = TypeVar("T")
 
@@ -124,6 +127,31 @@ class Crawl:
         self.fake.stop()
 
 
+class Receiver:
+    """A webhook receiver on a loopback port that accepts every delivery."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(200)
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
+
+    def __enter__(self) -> Receiver:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def prometheus_config(api_port: int, crawler_port: int) -> dict[str, Any]:
     """The example config's jobs and rules, pointed at the loopback ports, 1 s scrapes."""
     return {
@@ -150,7 +178,7 @@ def prometheus_binary() -> str:
 def running_stack(stack_settings: Settings, tmp_path: Path) -> Iterator[Settings]:
     s = stack_settings
     ensure_topics(s)
-    env = settings_env(s)
+    env = settings_env(s) | {"MOLTSCOPE_API_TOKEN": TOKEN}
     procs = [ManagedProcess("worker", cli_argv("worker", "--loglevel", "info"), lambda: True,
                             tmp_path / "worker.log", env=env),
              ManagedProcess("api", cli_argv("api", "--loglevel", "warning"),
@@ -176,7 +204,10 @@ def test_every_panel_query_returns_data(prometheus_binary: str, running_stack: S
     events = society()
     posts = sum(isinstance(e, PostEvent) for e in events)
 
-    with Crawl() as crawl:
+    with Crawl() as crawl, Receiver() as receiver:
+        hook = httpx.post(f"{api}/v1/webhooks", json={"url": receiver.url},
+                          headers={"Authorization": f"Bearer {TOKEN}"})
+        assert hook.status_code == 201, hook.text
         config = tmp_path / "prometheus.yml"
         config.write_text(json.dumps(prometheus_config(s.api_port, crawl.port)))  # JSON is YAML
         prom_port = free_port()
