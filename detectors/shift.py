@@ -11,8 +11,8 @@ normal variation, never against a fixed constant alone:
 - **agent** (topic drift of one agent): the mean of the agent's first ``agent_reference``
   posts against an exponential moving average (``agent_alpha``) of its later ones; an agent with
   at least ``agent_min_posts`` posts drifts when that cosine falls ``agent_k_mad`` robust
-  standard deviations below the median over all such agents and under
-  ``agent_max_similarity``.
+  standard deviations below the median over all such agents and under ``agent_max_ratio`` x
+  that median (a relative bar, so that it holds for any embedding model).
 
 Memory: ``(window_s + reference_s) / bucket_s`` vector sums and ``history`` distances for the
 society; two vectors (float32) per agent for at most ``max_agents`` agents (least recently
@@ -51,11 +51,11 @@ class ShiftConfig:
     k_mad: float = 6.0
     min_distance: float = 0.02
     min_posts: int = 30
-    agent_reference: int = 5
-    agent_alpha: float = 0.3
+    agent_reference: int = 8
+    agent_alpha: float = 0.2
     agent_min_posts: int = 12
     agent_k_mad: float = 4.0
-    agent_max_similarity: float = 0.3
+    agent_max_ratio: float = 0.6
     min_agents: int = 20
     max_agents: int = 50_000
 
@@ -181,7 +181,7 @@ class ShiftDetector:
         drifting = set()
         for name, s in sims.items():
             k = cfg.agent_k_mad * (0.5 if name in self._drifting else 1.0)
-            bar = min(med - k * sd, cfg.agent_max_similarity)
+            bar = min(med - k * sd, cfg.agent_max_ratio * med)
             if s >= bar:
                 continue
             drifting.add(name)

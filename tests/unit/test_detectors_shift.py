@@ -54,9 +54,9 @@ def test_one_agent_drifting_is_caught_among_steady_agents() -> None:
     found = []
     for k in range(40):
         for name, home in homes.items():
-            v = home + 0.5 * rng.standard_normal(16)
+            v = home + 0.15 * rng.standard_normal(16)
             if name == "a3" and k >= 20:
-                v = np.eye(16)[12] + 0.5 * rng.standard_normal(16)
+                v = np.eye(16)[12] + 0.15 * rng.standard_normal(16)
             d.observe_embedding(3600.0 * k + int(name[1:]), name, v)
         found += d.findings(3600.0 * k + 100)
     assert {f.key for f in found} == {"agent:a3"}
