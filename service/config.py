@@ -102,9 +102,10 @@ class Settings(BaseSettings):
     def kafka_bootstrap(self) -> str:
         return self.kafka_url.removeprefix("kafka://")
 
-    def pipeline(self) -> PipelineConfig:
+    def pipeline(self, *, threads_local: bool = True) -> PipelineConfig:
         s = self.society
         return PipelineConfig(
+            threads_local=threads_local,
             embed=self.embed, embed_comments=s.embed_comments, window=s.window,
             verbatim_threshold=s.verbatim_threshold, ngram_grace_days=s.ngram_grace_days,
             influence=InfluenceConfig(window=timedelta(seconds=s.pagerank_window_s),

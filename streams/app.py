@@ -39,10 +39,11 @@ from service.delivery.webhooks import WebhookRegistry
 from service.stores.metrics import MetricStore
 from service.stores.vector_cache import RedisVectorCache
 from streams.embedding import Embedder
-from streams.events import DeadLetter, Event, PostEvent, parse_event
-from streams.messages import decode_society, encode_society
+from streams.events import CommentEvent, DeadLetter, Event, PostEvent, VoteEvent, parse_event
+from streams.messages import ThreadsPartial, decode_society, encode_society, encode_threads
 from streams.pipeline import Pipeline
 from streams.state.dedup import Dedup
+from streams.state.threads import ThreadsEngine
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,11 @@ class WorkerState:
         self.store = MetricStore(client, prefix=settings.topic_prefix,
                                  series_points=settings.series_points)
         self.dedup: dict[int, Dedup] = {}
-        self.pipeline = Pipeline(settings.pipeline())
+        self.pipeline = Pipeline(settings.pipeline(threads_local=False))
+        # per-thread state lives with its post's partition; the reducer sums the partials
+        self.threads: dict[int, ThreadsEngine] = {}
+        self.threads_latest: dict[int, datetime] = {}  # partitions with news since last report
+        self.owner = f"{os.getpid()}@{os.uname().nodename}"
         self.embedder: Embedder | None = None
         self.http: httpx.AsyncClient | None = None
         self.topics: dict[str, faust.TopicT] = {}
@@ -73,6 +78,12 @@ class WorkerState:
         if d is None:
             d = self.dedup[partition] = Dedup(self.settings.dedup_capacity)
         return d
+
+    def threads_for(self, partition: int) -> ThreadsEngine:
+        eng = self.threads.get(partition)
+        if eng is None:
+            eng = self.threads[partition] = ThreadsEngine(self.pipeline.config.threads)
+        return eng
 
     def get_embedder(self) -> Embedder:
         if self.embedder is None:
@@ -128,8 +139,14 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
                     reason = "bad_json" if exc.errors()[0]["type"] == "json_invalid" else "invalid"
                     await dead.send(value=_dead_letter(reason, raw, events.get_topic_name()))
                     continue
-                if state.dedup_for(record.message.partition).admit(ev.id):
+                partition = record.message.partition
+                if state.dedup_for(partition).admit(ev.id):
                     admitted.append(ev)
+                    if isinstance(ev, PostEvent | CommentEvent | VoteEvent):
+                        state.threads_for(partition).update(ev)
+                        seen = state.threads_latest.get(partition)
+                        state.threads_latest[partition] = max(seen or ev.event_time,
+                                                              ev.event_time)
                 else:
                     state.duplicates += 1
             wanted = [ev for ev in admitted if state.pipeline.wants_vector(ev)]
@@ -146,8 +163,11 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
     @app.agent(society)
     async def reduce(stream: faust.StreamT) -> None:
         async for payload in stream:
-            ev, vector = decode_society(payload)
-            state.pipeline.update(ev, vector)
+            msg = decode_society(payload)
+            if isinstance(msg, ThreadsPartial):
+                state.pipeline.absorb_threads(msg.owner, msg.partition, msg.partial)
+            else:
+                state.pipeline.update(*msg)
             state.dirty = True
 
     @app.agent(alerts)
@@ -167,6 +187,20 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
             state.store.incr(f"dead_letters:{reason}")
 
     @app.timer(settings.snapshot_interval_s)
+    async def publish_thread_partials() -> None:
+        assigned = {tp.partition for tp in app.consumer.assignment()
+                    if tp.topic == events.get_topic_name()}
+        for partition in list(state.threads):
+            if partition not in assigned:  # moved to another worker: its owner reports now
+                del state.threads[partition]
+                state.threads_latest.pop(partition, None)
+        for partition, latest in list(state.threads_latest.items()):
+            eng = state.threads[partition]
+            eng.expire(latest)
+            await society.send(value=encode_threads(state.owner, partition, eng.partial()))
+        state.threads_latest.clear()
+
+    @app.timer(settings.snapshot_interval_s)
     async def publish_snapshot() -> None:
         state.store.heartbeat("worker", ttl_s=max(10.0, 5 * settings.snapshot_interval_s))
         if state.duplicates:
@@ -179,7 +213,7 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
             state.store.write(state.pipeline.snapshot(), at=time.time())
 
     lease_key = f"{settings.topic_prefix}:dq:lease"
-    lease_owner = f"{os.getpid()}@{os.uname().nodename}"
+    lease_owner = state.owner
 
     @app.timer(state.dispatcher.cfg.poll_s)
     async def dispatch() -> None:

@@ -11,16 +11,31 @@ vectors of dimension 384), base64 in a JSON envelope.
 >>> ev, v = decode_society(encode_society(e, np.ones(4, dtype=np.float32) / 2))
 >>> ev == e, v.tolist()
 (True, [0.5, 0.5, 0.5, 0.5])
+>>> from streams.state.threads import Partial, Sums
+>>> msg = decode_society(encode_threads("w1", 3, Partial(by_bucket={"0": Sums(posts=2)})))
+>>> msg.owner, msg.partition, msg.partial.by_bucket["0"].posts
+('w1', 3, 2)
 """
 
 from __future__ import annotations
 
 import base64
 import json
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from streams.events import Event, parse_event
+from streams.state.threads import Partial, Sums
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadsPartial:
+    """One partition's thread sums as its current owner (a worker) last reported them."""
+
+    owner: str
+    partition: int
+    partial: Partial
 
 
 def encode_society(event: Event, vector: np.ndarray | None) -> bytes:
@@ -30,8 +45,20 @@ def encode_society(event: Event, vector: np.ndarray | None) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def decode_society(payload: bytes) -> tuple[Event, np.ndarray | None]:
+def encode_threads(owner: str, partition: int, partial: Partial) -> bytes:
+    return json.dumps({"threads": {"owner": owner, "partition": partition,
+                                   "partial": asdict(partial)}},
+                      separators=(",", ":")).encode()
+
+
+def decode_society(payload: bytes) -> tuple[Event, np.ndarray | None] | ThreadsPartial:
     body = json.loads(payload)
+    if "threads" in body:
+        t = body["threads"]
+        p = t["partial"]
+        return ThreadsPartial(t["owner"], t["partition"], Partial(
+            {k: Sums(**v) for k, v in p["by_bucket"].items()},
+            {k: Sums(**v) for k, v in p["by_day"].items()}, p["late_comments"]))
     vector = None
     if "v" in body:
         vector = np.frombuffer(base64.b64decode(body["v"]), dtype=np.float16).astype(np.float32)

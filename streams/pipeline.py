@@ -36,10 +36,13 @@ from detectors.runner import DetectorConfig, DetectorSuite
 from streams.events import CommentEvent, Event, PostEvent, VoteEvent
 from streams.state.activity import ActivityState
 from streams.state.base import Sample, Snapshot
+from streams.state.cascades import CascadeConfig, CascadeEngine
 from streams.state.centroid import CentroidState, Window
 from streams.state.knn import KnnState
 from streams.state.ngrams import NgramTracker
 from streams.state.pagerank import InfluenceConfig, InfluenceEngine
+from streams.state.roles import RolesConfig, RolesEngine
+from streams.state.threads import Partial, ThreadsConfig, ThreadsEngine, merge, totals_snapshot
 from streams.state.verbatim import VerbatimFilter
 
 
@@ -52,6 +55,8 @@ class PipelineConfig:
     window: the semantic window (day, as published, or hour); verbatim_threshold: posts whose
     exact text was seen this many times are excluded from the lexical and semantic metrics
     (the paper's 1,000); ngram_grace_days: the live death rule's grace period;
+    threads_local: keep thread state here (replay); live, each ingest partition keeps it and
+    the reducer sums their partials (:meth:`Pipeline.absorb_threads`);
     tick: how much event time passes between two ``advance`` evaluations (replay; the live
     reducer forces one each snapshot interval of wall time).
     """
@@ -64,6 +69,10 @@ class PipelineConfig:
     verbatim_enabled: bool = True
     ngram_grace_days: int | None = 7
     influence: InfluenceConfig = field(default_factory=InfluenceConfig)
+    threads: ThreadsConfig = field(default_factory=ThreadsConfig)
+    threads_local: bool = True
+    cascades: CascadeConfig = field(default_factory=CascadeConfig)
+    roles: RolesConfig = field(default_factory=RolesConfig)
     detectors: DetectorConfig = field(default_factory=DetectorConfig)
     detectors_enabled: bool = True
     tick: timedelta = timedelta(seconds=10)
@@ -78,6 +87,11 @@ class Pipeline:
         self.knn = KnnState(k=cfg.knn_k, window=cfg.window)
         self.ngrams = NgramTracker(grace_days=cfg.ngram_grace_days)
         self.influence = InfluenceEngine(cfg.influence)
+        # cascades and roles read the interaction graph the influence engine feeds
+        self.cascades = CascadeEngine(cfg.cascades, graph=self.influence.graph)
+        self.roles = RolesEngine(cfg.roles, graph=self.influence.graph)
+        self.threads = ThreadsEngine(cfg.threads)
+        self._thread_partials: dict[tuple[str, int], Partial] = {}
         self.detectors = DetectorSuite(cfg.detectors) if cfg.detectors_enabled else None
         self.events = 0
         self.latest: datetime | None = None
@@ -107,6 +121,9 @@ class Pipeline:
                 self.knn.update(t, vector)
         if isinstance(event, PostEvent | CommentEvent | VoteEvent):
             self.influence.update(event)
+            self.cascades.update(event)
+            if self.config.threads_local:
+                self.threads.update(event)
         if (vector is not None and self.detectors is not None
                 and isinstance(event, PostEvent | CommentEvent)):
             self.detectors.observe_embedding(t, event.author, vector)
@@ -124,6 +141,10 @@ class Pipeline:
         self.knn.expire(now)
         self.ngrams.expire(now)
         self.influence.expire(now)
+        self.cascades.expire(now)
+        self.roles.expire(now)
+        if self.config.threads_local:
+            self.threads.expire(now)
         self.centroid.expire()
         return self.detectors.evaluate(now) if self.detectors is not None else []
 
@@ -137,13 +158,25 @@ class Pipeline:
     def snapshot(self) -> Snapshot:
         snap = Snapshot.merge([self.activity.snapshot(), self.verbatim.snapshot(),
                                self.centroid.snapshot(), self.knn.snapshot(),
-                               self.ngrams.snapshot(), self.influence.snapshot()])
+                               self.ngrams.snapshot(), self.influence.snapshot(),
+                               self.threads_snapshot(), self.cascades.snapshot(),
+                               self.roles.snapshot()])
         snap.samples.append(Sample("events_processed_total", float(self.events), kind="counter",
                                    help="De-duplicated events absorbed by the engines"))
         if self.latest is not None:
             snap.samples.append(Sample("event_time_latest_seconds", self.latest.timestamp(),
                                        help="Latest event time absorbed (unix seconds)"))
         return snap
+
+    def absorb_threads(self, owner: str, partition: int, partial: Partial) -> None:
+        """Live: the latest thread sums of one ingest partition under its current owner. A
+        previous owner's last report stays as the partition's history before the handover."""
+        self._thread_partials[(owner, partition)] = partial
+
+    def threads_snapshot(self) -> Snapshot:
+        if self.config.threads_local:
+            return self.threads.snapshot()
+        return totals_snapshot(merge(self._thread_partials.values()), self.config.threads.buckets)
 
     def alerts_report(self) -> list[dict[str, Any]]:
         return self.detectors.report() if self.detectors is not None else []
