@@ -8,6 +8,7 @@ against an external Kafka and Redis.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -15,6 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from threading import Event
+from typing import Any
+
+from pydantic import BaseModel, SecretStr
 
 from service.config import Settings
 from service.embedded import ManagedProcess, port_open, redis_server, tansu
@@ -27,18 +31,28 @@ def cli_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "service.cli", *args]
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, BaseModel):
+        return {k: _plain(getattr(value, k)) for k in type(value).model_fields}
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
 def settings_env(settings: Settings) -> dict[str, str]:
-    """The environment that hands ``settings`` to a child process."""
+    """The environment that hands every field of ``settings`` to a child process (nested
+    groups as JSON, secrets in clear: the child needs them; the environment is not logged)."""
     env = dict(os.environ)
-    env.update({
-        "MOLTSCOPE_KAFKA_URL": settings.kafka_url,
-        "MOLTSCOPE_REDIS_URL": settings.redis_url,
-        "MOLTSCOPE_API_PORT": str(settings.api_port),
-        "MOLTSCOPE_TOPIC_PREFIX": settings.topic_prefix,
-        "MOLTSCOPE_PARTITIONS": str(settings.partitions),
-        "MOLTSCOPE_SNAPSHOT_INTERVAL_S": str(settings.snapshot_interval_s),
-        "HF_HUB_OFFLINE": "1",
-    })
+    env["HF_HUB_OFFLINE"] = "1"
+    for name in type(settings).model_fields:
+        value = _plain(getattr(settings, name))
+        if value is None:
+            env.pop(f"MOLTSCOPE_{name.upper()}", None)
+            continue
+        env[f"MOLTSCOPE_{name.upper()}"] = (json.dumps(value) if isinstance(value, dict | bool)
+                                            else str(value))
     return env
 
 

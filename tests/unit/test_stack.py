@@ -1,0 +1,21 @@
+"""The supervisor hands every setting, nested and secret ones included, to its children."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from service.config import Settings
+from service.stack import settings_env
+
+
+def test_child_process_reads_the_same_settings() -> None:
+    s = Settings(embed=False, api_token="tok", partitions=3)
+    s.society.window = "hour"
+    s.crawler.api_key = "key"  # type: ignore[assignment]
+    probe = ("from service.config import Settings; s = Settings(); print(s.embed, s.partitions, "
+             "s.society.window, s.api_token.get_secret_value(), "
+             "s.crawler.api_key.get_secret_value())")
+    out = subprocess.run([sys.executable, "-c", probe], env=settings_env(s), check=True,
+                         capture_output=True, text=True).stdout.split()
+    assert out == ["False", "3", "hour", "tok", "key"]
