@@ -7,7 +7,8 @@ warm-up, or within the last ``memory_s``, is old). It bursts when, within ``max_
 birth, at least ``min_adopters`` distinct agents used it, at a cascade growth rate of at least
 ``min_rate_per_h`` adopters an hour since birth, in at least ``min_text_share`` of all texts
 since its birth (a common phrase of a busy hour is not a burst), and in at least
-``min_distinct_text_share`` x adopters different texts: copy-pasted floods are the surge
+``min_distinct_text_share`` x adopters different texts (texts differing only by numbers, ids
+or emojis count as one): copy-pasted floods are the surge
 detector's business, a lexical burst is a phrase spreading through different sentences. All
 n-grams of one burst (sharing a word that is not a stop-word, or most of their adopters) are
 reported as one incident, keyed by the earliest-born n-gram, which stays tracked past
@@ -18,8 +19,8 @@ oldest evicted); one tuple per n-gram born within ``max_age_s`` with a single ad
 adopters (at most ``max_adopters``) of those with more.
 
 >>> d = BurstDetector(BurstConfig(warmup_s=0, warmup_texts=0, min_adopters=5))
->>> for i in range(6):
-...     d.observe_text(60.0 * i, f"agent{i}", f"p{i}", f"topic {i} zorblax quantum lattice rules")
+>>> for i, w in enumerate(["red", "green", "blue", "gold", "pink", "gray"]):
+...     d.observe_text(60.0 * i, f"agent{i}", f"p{i}", f"{w} zorblax quantum lattice rules")
 >>> [(f.evidence["ngram"], f.evidence["adopters"]) for f in d.findings(400.0)]
 [('quantum lattice rules', 6)]
 """
@@ -36,6 +37,8 @@ from detectors.alert import Finding, Severity
 from streams.events import CommentEvent, Event, PostEvent
 
 _URL = re.compile(r"https?://\S+")
+_HAS_DIGIT = re.compile(r"\S*\d\S*")
+_LETTERS = re.compile(r"[^\W\d_]+")
 _WORD = re.compile(r"[^\W\d_][\w'-]*")
 
 
@@ -111,7 +114,9 @@ class BurstDetector:
         self._texts += 1
         warm = t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts
         text = text[:cfg.max_text_chars]
-        text_id = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        # texts that differ only by numbers, ids or emojis are one text (a template)
+        template = " ".join(_LETTERS.findall(_HAS_DIGIT.sub(" ", text.lower())))
+        text_id = hashlib.blake2b(template.encode(), digest_size=8).hexdigest()
         for g in ngrams(text, cfg.n):
             h = hashlib.blake2b(g.encode(), digest_size=8).digest()
             last = self._seen.pop(h, None)

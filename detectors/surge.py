@@ -8,7 +8,8 @@ of the text without any token that holds a digit, so ``Mint CLAW [4CACeeJC]`` an
 
 An entity surges when, in the current ``window_s``:
 
-- it has at least ``min_posts`` posts from at least ``min_accounts`` distinct agents;
+- it has at least ``min_posts`` posts from at least ``min_accounts`` distinct agents in at
+  least ``min_threads`` threads (a stock reply piling up under one viral post is not a campaign);
 - at least ``min_coordination_share`` of those posts have a near-identical twin (word-set
   Jaccard >= ``near_dup_jaccard``) from a *different* agent within ``copost_s`` (60 s):
   the coordination evidence that separates a campaign from an organic trend;
@@ -105,6 +106,7 @@ class SurgeConfig:
     baseline_s: float = 6 * 3600.0
     min_posts: int = 8
     min_accounts: int = 5
+    min_threads: int = 5
     trend_ratio: float = 5.0
     min_coordination_share: float = 0.3
     near_dup_jaccard: float = 0.7
@@ -127,6 +129,7 @@ class _Post:
     t: float
     author: str
     post_id: str
+    thread: str
     words: frozenset[str]
     new_account: bool | None
     text: str
@@ -163,26 +166,27 @@ class SurgeDetector:
                     self._agent_created.popitem(last=False)
             return
         if isinstance(event, PostEvent):
-            text, pid = event.text, event.post_id
+            text, pid, thread = event.text, event.post_id, event.post_id
         elif isinstance(event, CommentEvent):
-            text, pid = event.content, f"{event.post_id}/{event.comment_id}"
+            text, pid, thread = event.content, f"{event.post_id}/{event.comment_id}", event.post_id
         else:
             return
         t = event.event_time.timestamp()
         self._start = t if self._start is None else min(self._start, t)
         if not text:
             return
-        self.observe_text(t, event.author, pid, text)
+        self.observe_text(t, event.author, pid, text, thread)
 
-    def observe_text(self, t: float, author: str, post_id: str, text: str) -> None:
-        """One post or comment (``t`` in epoch seconds)."""
+    def observe_text(self, t: float, author: str, post_id: str, text: str,
+                     thread: str | None = None) -> None:
+        """One post or comment (``t`` in epoch seconds; ``thread`` = its post, default itself)."""
         names = extract_entities(text, self.cfg.min_template_words)
         if not names:
             return
         created = self._agent_created.get(author)
         new = None if created is None else (t - created) <= self.cfg.new_account_age_s
-        post = _Post(t, author, post_id, frozenset(_WORDS.findall(text[:2000].lower())), new,
-                     text[:200])
+        words = frozenset(_WORDS.findall(text[:2000].lower()))
+        post = _Post(t, author, post_id, thread or post_id, words, new, text[:200])
         idx = float(int(t // self.cfg.bucket_s))
         for name in names:
             e = self._entities.get(name)
@@ -271,6 +275,9 @@ class SurgeDetector:
         if not (ongoing or novel) and count_w < cfg.trend_ratio * (expected + 1.0):
             return None
         posts = [p for p in e.posts if p.t > w_start]
+        threads = len({p.thread for p in posts})
+        if threads < cfg.min_threads * scale:
+            return None  # the same reply all over one thread is that thread's business
         coordinated, automated, min_gap = self._coordination(posts)
         share = len(coordinated) / len(posts)
         if share < min(cfg.min_coordination_share * scale, 0.9):
@@ -282,7 +289,7 @@ class SurgeDetector:
             "previous_window_posts": int(prev_w),
             "trendiness": round(count_w / max(prev_w, 1.0), 3),
             "baseline_expected": round(expected, 3),
-            "distinct_accounts": len(e.accounts),
+            "distinct_accounts": len(e.accounts), "threads": threads,
             "accounts_per_post": round(len(e.accounts) / count_w, 3),
             "new_account_share": round(sum(known) / len(known), 3) if known else None,
             "coordination_share": round(share, 3),
