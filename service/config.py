@@ -91,6 +91,7 @@ class Settings(BaseSettings):
     broker_heartbeat_interval_s: float = 1.0
     snapshot_interval_s: float = Field(1.0, description="How often state is published to Redis")
     series_points: int = Field(1440, description="Recent points kept per metric series")
+    agents_interval_s: float = Field(10.0, description="How often per-agent values reach Redis")
     dedup_capacity: int = Field(2_000_000, description="Event ids remembered per partition")
     max_text_chars: int = Field(100_000, description="Longer texts are dead-lettered")
     embed: bool = Field(True, description="Embed texts (needed by the semantic metrics)")

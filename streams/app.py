@@ -36,6 +36,7 @@ from service.config import Settings
 from service.delivery.dispatcher import Dispatcher
 from service.delivery.history import AlertHistory
 from service.delivery.webhooks import WebhookRegistry
+from service.stores.agents import AgentStore
 from service.stores.metrics import MetricStore
 from service.stores.vector_cache import RedisVectorCache
 from streams.embedding import Embedder
@@ -68,6 +69,7 @@ class WorkerState:
         self.topics: dict[str, faust.TopicT] = {}
         self.agents: dict[str, faust.types.AgentT] = {}
         self.dirty = False
+        self.agents_dirty = False
         self.duplicates = 0
         self.history = AlertHistory(client, prefix=settings.topic_prefix)
         self.dispatcher = Dispatcher(client, WebhookRegistry(client, settings.topic_prefix),
@@ -168,6 +170,7 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
                 state.pipeline.absorb_threads(msg.owner, msg.partition, msg.partial)
             else:
                 state.pipeline.update(*msg)
+                state.agents_dirty = True
             state.dirty = True
 
     @app.agent(alerts)
@@ -211,6 +214,20 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
             for alert in state.pipeline.advance(force=True):
                 await alerts.send(value=alert.model_dump_json().encode())
             state.store.write(state.pipeline.snapshot(), at=time.time())
+
+    agent_store = AgentStore(state.redis, settings.topic_prefix)
+
+    @app.timer(settings.agents_interval_s)
+    async def publish_agents() -> None:
+        # per-agent values for the API; only the reducer's worker has them
+        if not state.agents_dirty:
+            return
+        state.agents_dirty = False
+        influence = state.pipeline.influence
+        agent_store.write_scores("window", influence.scores("window"))
+        agent_store.write_scores("cumulative", influence.scores("cumulative"))
+        agent_store.write_supernodes(influence.supernode_records())
+        agent_store.write_roles(state.pipeline.roles.roles())
 
     lease_key = f"{settings.topic_prefix}:dq:lease"
     lease_owner = state.owner

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 import redis
 from fastapi import FastAPI
 
-from service.api import alerts, health, metrics, prometheus, webhooks
+from service.api import agents, alerts, health, metrics, prometheus, webhooks
 from service.config import get_settings
 
 
@@ -28,6 +28,6 @@ def create_app() -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
-    for module in (metrics, alerts, webhooks, health, prometheus):
+    for module in (metrics, agents, alerts, webhooks, health, prometheus):
         app.include_router(module.router)
     return app

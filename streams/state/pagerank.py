@@ -55,7 +55,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from itertools import accumulate, compress
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -693,6 +693,14 @@ class InfluenceEngine:
             "supernode": self._window is not None and name in self._window.supernodes,
             "supernode_history": None if rec is None else self._persist_dict(rec),
         }
+
+    def scores(self, graph: Literal["window", "cumulative"] = "window") -> dict[str, float]:
+        """The latest PageRank vector of the window or of the cumulative graph."""
+        return dict(self._window_scores if graph == "window" else self._cum_scores)
+
+    def supernode_records(self) -> dict[str, dict[str, Any]]:
+        """Every agent with a super-node record (bounded by ``config.history``)."""
+        return {name: self._persist_dict(rec) for name, rec in self._persist.items()}
 
     def _persist_dict(self, rec: _Persistence) -> dict[str, Any]:
         return {"first_seen": rec.first_seen.isoformat(), "last_seen": rec.last_seen.isoformat(),

@@ -150,6 +150,10 @@ class RolesEngine:
                         "periphery_ratio": res["periphery_ratio"], "roles": profiles}
         return self._result
 
+    def roles(self) -> dict[str, int]:
+        """Every clustered agent's role at the last run (0 = the periphery)."""
+        return dict(self._role)
+
     def agent(self, name: str) -> dict[str, Any] | None:
         """An agent's role (0 = the largest cluster, the periphery) at the last run."""
         role = self._role.get(name)

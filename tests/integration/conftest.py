@@ -38,7 +38,8 @@ def stack_settings(kafka_port: int, redis_port: int, tmp_path: Path) -> Settings
     prefix = f"t{uuid.uuid4().hex[:8]}"
     return Settings(kafka_url=f"kafka://127.0.0.1:{kafka_port}",
                     redis_url=f"redis://127.0.0.1:{redis_port}/0", topic_prefix=prefix,
-                    partitions=2, api_port=free_port(), snapshot_interval_s=0.5)
+                    partitions=2, api_port=free_port(), snapshot_interval_s=0.5,
+                    agents_interval_s=1.0)
 
 
 @pytest.fixture

@@ -152,6 +152,21 @@ def test_real_threads_through_two_workers(moltbook_data: Path, stack_settings: S
         for s_ in compared:
             assert live[(s_.name, tuple(sorted(s_.labels)))] == pytest.approx(s_.value), s_
 
+        # per-agent values through the API agree with the snapshot's top list (the live
+        # refresh times differ from offline ones, so the vectors are compared live to live)
+        def top_agrees() -> tuple[bool, Any]:
+            top = httpx.get(f"{api}/v1/agents/top", params={"graph": "cumulative", "k": 5})
+            summary = httpx.get(f"{api}/v1/details/pagerank_cumulative").json()
+            want = [(a["agent"], a["pagerank"]) for a in (summary or {}).get("top", [])[:5]]
+            got = [(a["agent"], a["pagerank"]) for a in top.json()]
+            return bool(got) and got == want, (got, want)
+
+        got_top = wait_for(top_agrees)[0]
+        assert len(got_top) == 5
+        first = httpx.get(f"{api}/v1/agents/{got_top[0][0]}").json()
+        assert first["cumulative"]["rank"] == 1
+        assert httpx.get(f"{api}/v1/agents/nobody-at-all").status_code == 404
+
         dead = KafkaConsumer(s.topic("deadletters"), bootstrap_servers=s.kafka_bootstrap,
                              auto_offset_reset="earliest", consumer_timeout_ms=5000)
         reasons = Counter(json.loads(r.value)["reason"] for r in dead)
