@@ -4,11 +4,11 @@ The embedded broker and Redis, a worker and the API run as in production; a simu
 (ten days of event time, with a surge, a super-node and a burst planted near the end), a
 repeated head (duplicates) and malformed records (dead letters) go through them, and a
 webhook receiver on loopback is registered, so incidents are delivered. The crawler
-runs against the loopback fake Moltbook with its metrics served on their own port. A real
-``prometheus`` binary scrapes both every second and evaluates dashboards/prometheus's rules;
-then each target of each generated dashboard is queried through ``/api/v1/query`` and must
-be valid and return data. Skipped only when the ``prometheus`` binary is missing
-(``scripts/install-system-deps.sh`` installs it).
+(``moltscope crawl``, its own process) runs against the loopback fake Moltbook and serves its
+metrics on their own port. A real ``prometheus`` binary scrapes both every second and
+evaluates dashboards/prometheus's rules; then each target of each generated dashboard is
+queried through ``/api/v1/query`` and must be valid and return data. Skipped only when the
+``prometheus`` binary is missing (``scripts/install-system-deps.sh`` installs it).
 """
 
 from __future__ import annotations
@@ -28,12 +28,10 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from kafka import KafkaProducer
-from prometheus_client import CollectorRegistry, start_http_server
 
 from service.config import CrawlerSettings, Settings
 from service.embedded import ManagedProcess, free_port, port_open
 from service.producer import KafkaSink, ensure_topics, publish
-from service.sources.crawler import MoltbookCrawler
 from service.sources.simulate import ScenarioSpec, SimulationConfig, Simulator
 from service.stack import cli_argv, settings_env
 from streams.events import Event, PostEvent
@@ -90,41 +88,36 @@ def society() -> list[Event]:
 
 
 class Crawl:
-    """The crawler against the fake Moltbook in a thread, its registry on a loopback port."""
+    """``moltscope crawl`` against the loopback fake Moltbook, as deployed: its own process,
+    its metrics on their own port. It publishes to topics of its own prefix, so the society
+    the worker sees stays the simulated one."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings, log_dir: Path) -> None:
         self.fake = FakeMoltbook(faults=Faults(p_429=0.05, retry_after_s=0.2, p_5xx=0.05),
                                  lifetime_s=600.0)
-        self.registry = CollectorRegistry()
         self.port = free_port()
-        self.items: list[Any] = []
-        self.stop_event = threading.Event()
+        prefix = f"{settings.topic_prefix}c"
+        crawler = CrawlerSettings(
+            base_url=self.fake.url, requests_per_minute=600.0, page_limit=20, timeout_s=2.0,
+            horizon_s=400 * 86_400.0, discovery_interval_s=1.0, revisit_min_s=0.5,
+            revisit_max_s=5.0, backoff_base_s=0.05, backoff_cap_s=0.5, ip_block_backoff_s=0.5,
+            ip_block_backoff_cap_s=1.0, checkpoint_prefix=f"{prefix}:crawler",
+            metrics_port=self.port)
+        env = settings_env(settings.model_copy(update={"topic_prefix": prefix,
+                                                       "crawler": crawler}))
+        self.proc = ManagedProcess("crawler", cli_argv("crawl"), lambda: port_open(self.port),
+                                   log_dir / "crawler.log", env=env)
 
     def __enter__(self) -> Crawl:
         self.fake.__enter__()
-        self.server, _ = start_http_server(self.port, addr="127.0.0.1", registry=self.registry)
-        crawler = MoltbookCrawler(
-            CrawlerSettings(base_url=self.fake.url, requests_per_minute=600.0, page_limit=20,
-                           timeout_s=2.0, horizon_s=400 * 86_400.0, discovery_interval_s=1.0,
-                           revisit_min_s=0.5, revisit_max_s=5.0, backoff_base_s=0.05,
-                           backoff_cap_s=0.5, ip_block_backoff_s=0.5, ip_block_backoff_cap_s=1.0),
-            registry=self.registry)
-        self.thread = threading.Thread(target=self._run, args=(crawler,), daemon=True)
-        self.thread.start()
+        self.proc.start()
         return self
 
-    def _run(self, crawler: MoltbookCrawler) -> None:
-        try:
-            crawler.run(self.items.append, self.stop_event)
-        finally:
-            crawler.close()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop_event.set()
-        self.thread.join(30)
-        self.server.shutdown()
-        self.server.server_close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        alive = self.proc.alive
+        self.proc.stop()
         self.fake.stop()
+        assert alive or exc_type is not None, "moltscope crawl died during the test"
 
 
 class Receiver:
@@ -204,7 +197,7 @@ def test_every_panel_query_returns_data(prometheus_binary: str, running_stack: S
     events = society()
     posts = sum(isinstance(e, PostEvent) for e in events)
 
-    with Crawl() as crawl, Receiver() as receiver:
+    with Crawl(s, tmp_path) as crawl, Receiver() as receiver:
         hook = httpx.post(f"{api}/v1/webhooks", json={"url": receiver.url},
                           headers={"Authorization": f"Bearer {TOKEN}"})
         assert hook.status_code == 201, hook.text
