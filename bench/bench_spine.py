@@ -1,4 +1,5 @@
-"""Events/s through the normaliser and the activity metrics: offline, and through the embedded
+"""Events/s through the normaliser and the engines (all of them: activity, threads, graph,
+n-grams...): offline, and through the embedded
 broker (Tansu) with real workers and Redis, side by side in one run.
 
     .venv/bin/python bench/bench_spine.py [--events 50000] [--workers 1]
@@ -29,7 +30,7 @@ from service.sources.normalise import normalise_post_detail  # noqa: E402
 from service.sources.simulate import SimulationConfig, Simulator  # noqa: E402
 from service.stack import cli_argv, settings_env  # noqa: E402
 from service.stores.metrics import MetricStore  # noqa: E402
-from streams.pipeline import Pipeline  # noqa: E402
+from streams.pipeline import Pipeline, PipelineConfig  # noqa: E402
 from streams.replay import replay  # noqa: E402
 
 
@@ -56,7 +57,7 @@ def main() -> None:
     items = normalise(answers)
     t_norm = time.perf_counter() - t0
     t0 = time.perf_counter()
-    offline = replay(items, Pipeline(embed=False)).pipeline.snapshot()
+    offline = replay(items, Pipeline(PipelineConfig(embed=False))).pipeline.snapshot()
     t_off = time.perf_counter() - t0
     want = (offline.value("posts_total"), offline.value("comments_total"))
     n = len(items)
@@ -92,7 +93,7 @@ def main() -> None:
 
     print(f"items: {n} ({len(answers)} raw post answers)")
     print(f"normaliser:            {n / t_norm:10.0f} items/s")
-    print(f"activity offline:      {n / t_off:10.0f} events/s")
+    print(f"pipeline offline:      {n / t_off:10.0f} events/s")
     print(f"normaliser + offline:  {n / (t_norm + t_off):10.0f} events/s")
     print(f"publish to Tansu:      {n / t_pub:10.0f} events/s")
     print(f"through the broker ({args.workers} worker{'s' if args.workers > 1 else ''}): "

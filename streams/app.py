@@ -23,7 +23,7 @@ import asyncio
 import logging
 import os
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import faust
@@ -48,6 +48,9 @@ from streams.state.threads import ThreadsEngine
 
 log = logging.getLogger(__name__)
 
+#: Seconds without events after which the reducer advances event time with the wall clock.
+IDLE_AFTER_S = 10.0
+
 
 class WorkerState:
     """What one worker process holds: de-dup memory per partition, the embedder and, on the
@@ -70,6 +73,7 @@ class WorkerState:
         self.agents: dict[str, faust.types.AgentT] = {}
         self.dirty = False
         self.agents_dirty = False
+        self.last_event_wall = 0.0
         self.duplicates = 0
         self.history = AlertHistory(client, prefix=settings.topic_prefix)
         self.dispatcher = Dispatcher(client, WebhookRegistry(client, settings.topic_prefix),
@@ -159,8 +163,9 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
                 encoded = await loop.run_in_executor(
                     None, embedder.encode_batch, [_text(ev) for ev in wanted])
                 vectors = {ev.id: v for ev, v in zip(wanted, encoded, strict=True)}
-            for ev in admitted:
-                await society.send(value=encode_society(ev, vectors.get(ev.id)))
+            if admitted:
+                await society.send(
+                    value=encode_society([(ev, vectors.get(ev.id)) for ev in admitted]))
 
     @app.agent(society)
     async def reduce(stream: faust.StreamT) -> None:
@@ -169,8 +174,10 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
             if isinstance(msg, ThreadsPartial):
                 state.pipeline.absorb_threads(msg.owner, msg.partition, msg.partial)
             else:
-                state.pipeline.update(*msg)
+                for ev, vector in msg:
+                    state.pipeline.update(ev, vector)
                 state.agents_dirty = True
+                state.last_event_wall = time.time()
             state.dirty = True
 
     @app.agent(alerts)
@@ -209,10 +216,18 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
         if state.duplicates:
             state.store.incr("duplicates", state.duplicates)
             state.duplicates = 0
+        latest = state.pipeline.latest
+        if latest is None:
+            return
+        idle = time.time() - state.last_event_wall
+        if state.dirty or idle > IDLE_AFTER_S:
+            # a quiet stream still moves on: event time advances with the wall clock once
+            # nothing has arrived for a while, so windows close and incidents resolve
+            now = latest + timedelta(seconds=idle) if idle > IDLE_AFTER_S else latest
+            for alert in state.pipeline.advance(now, force=True):
+                await alerts.send(value=alert.model_dump_json().encode())
         if state.dirty:
             state.dirty = False
-            for alert in state.pipeline.advance(force=True):
-                await alerts.send(value=alert.model_dump_json().encode())
             state.store.write(state.pipeline.snapshot(), at=time.time())
 
     agent_store = AgentStore(state.redis, settings.topic_prefix)

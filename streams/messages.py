@@ -8,7 +8,7 @@ vectors of dimension 384), base64 in a JSON envelope.
 >>> from streams.events import PostEvent
 >>> t = datetime(2026, 2, 1, tzinfo=timezone.utc)
 >>> e = PostEvent(id="post:1", event_time=t, observed_at=t, post_id="1", author="a")
->>> ev, v = decode_society(encode_society(e, np.ones(4, dtype=np.float32) / 2))
+>>> [(ev, v)] = decode_society(encode_society([(e, np.ones(4, dtype=np.float32) / 2)]))
 >>> ev == e, v.tolist()
 (True, [0.5, 0.5, 0.5, 0.5])
 >>> from streams.state.threads import Partial, Sums
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -38,11 +39,16 @@ class ThreadsPartial:
     partial: Partial
 
 
-def encode_society(event: Event, vector: np.ndarray | None) -> bytes:
-    body: dict[str, object] = {"e": event.model_dump(mode="json")}
-    if vector is not None:
-        body["v"] = base64.b64encode(vector.astype(np.float16).tobytes()).decode()
-    return json.dumps(body, separators=(",", ":")).encode()
+def encode_society(items: Sequence[tuple[Event, np.ndarray | None]]) -> bytes:
+    """A batch of events (in order) with their vectors: one message per ingest batch, so the
+    single reducer pays the broker's per-message cost once per batch, not once per event."""
+    batch = []
+    for event, vector in items:
+        body: dict[str, object] = {"e": event.model_dump(mode="json")}
+        if vector is not None:
+            body["v"] = base64.b64encode(vector.astype(np.float16).tobytes()).decode()
+        batch.append(body)
+    return json.dumps({"b": batch}, separators=(",", ":")).encode()
 
 
 def encode_threads(owner: str, partition: int, partial: Partial) -> bytes:
@@ -51,7 +57,7 @@ def encode_threads(owner: str, partition: int, partial: Partial) -> bytes:
                       separators=(",", ":")).encode()
 
 
-def decode_society(payload: bytes) -> tuple[Event, np.ndarray | None] | ThreadsPartial:
+def decode_society(payload: bytes) -> list[tuple[Event, np.ndarray | None]] | ThreadsPartial:
     body = json.loads(payload)
     if "threads" in body:
         t = body["threads"]
@@ -59,7 +65,11 @@ def decode_society(payload: bytes) -> tuple[Event, np.ndarray | None] | ThreadsP
         return ThreadsPartial(t["owner"], t["partition"], Partial(
             {k: Sums(**v) for k, v in p["by_bucket"].items()},
             {k: Sums(**v) for k, v in p["by_day"].items()}, p["late_comments"]))
-    vector = None
-    if "v" in body:
-        vector = np.frombuffer(base64.b64decode(body["v"]), dtype=np.float16).astype(np.float32)
-    return parse_event(body["e"]), vector
+    out: list[tuple[Event, np.ndarray | None]] = []
+    for item in body["b"]:
+        vector = None
+        if "v" in item:
+            vector = np.frombuffer(base64.b64decode(item["v"]),
+                                   dtype=np.float16).astype(np.float32)
+        out.append((parse_event(item["e"]), vector))
+    return out

@@ -158,6 +158,7 @@ class ActivityState:
                 value = row[name]
                 samples.append(Sample(f"activity_{name}", float(value or 0.0),
                                       (("window", g),),
-                                      help=f"{name} in the current UTC {g} (event time)"))
+                                      help=f"{name} in the current UTC minute, hour or day "
+                                      "bucket (event time)"))
         details = {"activity": {g: self.series(g) for g in GRANULARITIES}}
         return Snapshot(samples, details)

@@ -200,9 +200,8 @@ class CentroidState:
         for i in range(len(shown)):
             pair[i, i] = (gram[i, i] - n[i]) / (n[i] * (n[i] - 1)) if n[i] > 1 else np.nan
         details: dict[str, Any] = {
-            "window": self.window,
-            "windows": shown,
-            "counts": [int(c) for c in n],
+            "centroid": {"window": self.window, "windows": shown,
+                         "counts": [int(c) for c in n], "all_time_posts": self._all_n},
             "centroid_similarity": {
                 "windows": shown, "matrix": _rows(cent),
                 "current": cur, "previous": prev,
@@ -213,7 +212,6 @@ class CentroidState:
                 "within": {k: _num(pair[i, i]) for i, k in enumerate(shown)},
                 "current_within": within, "current_vs_previous": across,
             },
-            "all_time_posts": self._all_n,
         }
         return Snapshot(samples=samples, details=details)
 

@@ -40,8 +40,8 @@ async def test_ingest_dedups_and_dead_letters(worker) -> None:  # type: ignore[n
     async with state.agents["ingest"].test_context() as agent:
         for value in (post("1"), post("2"), post("1"), b"{not json", b'{"kind": "post"}'):
             await agent.put(value=value, key=b"k")
-    forwarded = [decode_society(c.kwargs["value"])[0].id
-                 for c in state.topics["society"].send.await_args_list]
+    forwarded = [ev.id for c in state.topics["society"].send.await_args_list
+                 for ev, _ in decode_society(c.kwargs["value"])]
     assert forwarded == ["post:1", "post:2"]
     assert state.duplicates == 1
     reasons = [json.loads(c.kwargs["value"])["reason"]
@@ -56,8 +56,8 @@ async def test_reduce_feeds_the_pipeline(worker) -> None:  # type: ignore[no-unt
     reply = CommentEvent(id="comment:c", event_time=T, observed_at=T, comment_id="c",
                          post_id="1", author="bob", reply_to="ann", content="hi")
     async with state.agents["reduce"].test_context() as agent:
-        await agent.put(value=encode_society(PostEvent.model_validate_json(post("1")), None))
-        await agent.put(value=encode_society(reply, None))
+        await agent.put(value=encode_society([(PostEvent.model_validate_json(post("1")), None)]))
+        await agent.put(value=encode_society([(reply, None)]))
     snap = state.pipeline.snapshot()
     assert snap.value("posts_total") == 1.0 and snap.value("comments_total") == 1.0
     assert state.dirty

@@ -58,8 +58,8 @@ def test_snapshot_matches_batch(window) -> None:
     windows, csim, psim, allc, cent = batch_reference(keys, vecs)
     snap = st.snapshot()
     d = snap.details
-    assert d["windows"] == windows
-    assert d["counts"] == [keys.count(w) for w in windows]
+    assert d["centroid"]["windows"] == windows
+    assert d["centroid"]["counts"] == [keys.count(w) for w in windows]
     got_c = np.array(d["centroid_similarity"]["matrix"], dtype=float)
     got_p = np.array(d["pairwise_similarity"]["matrix"], dtype=float)
     np.testing.assert_allclose(got_c, csim, atol=1e-9)
@@ -97,7 +97,7 @@ def test_partials_from_partitions_add_up() -> None:
         reducer.merge(p.partial(reset=True))
         assert p.windows() == []
     a, b = whole.snapshot(), reducer.snapshot()
-    assert a.details["counts"] == b.details["counts"]
+    assert a.details["centroid"]["counts"] == b.details["centroid"]["counts"]
     np.testing.assert_allclose(np.array(a.details["centroid_similarity"]["matrix"], dtype=float),
                                np.array(b.details["centroid_similarity"]["matrix"], dtype=float),
                                atol=1e-12)
@@ -114,7 +114,7 @@ def test_expiry_bounds_windows_but_keeps_all_time() -> None:
         st.update(t, v)
     assert len(st.windows()) == 3 and st.expired_windows == 3
     snap = st.snapshot()
-    assert len(snap.details["windows"]) == 2
+    assert len(snap.details["centroid"]["windows"]) == 2
     unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
     cur = st.windows()[-1]
     c = st.centroid(cur)
