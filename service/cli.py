@@ -181,14 +181,14 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    start_http_server(settings.crawler.metrics_port, addr="127.0.0.1")
+    start_http_server(settings.crawler.metrics_port, addr=settings.crawler.metrics_host)
     checkpoint = CheckpointStore(redis.Redis.from_url(settings.redis_url),
                                  prefix=settings.crawler.checkpoint_prefix)
     crawler = MoltbookCrawler(settings.crawler, checkpoint)
     sink = KafkaSink(settings)
-    log.info("crawling %s at %.0f requests/min; metrics on 127.0.0.1:%d",
+    log.info("crawling %s at %.0f requests/min; metrics on %s:%d",
              settings.crawler.base_url, settings.crawler.requests_per_minute,
-             settings.crawler.metrics_port)
+             settings.crawler.metrics_host, settings.crawler.metrics_port)
     try:
         crawler.run(sink.send, stop, flush=sink.flush)
     finally:

@@ -58,6 +58,8 @@ class CrawlerSettings(BaseModel):
     fetch_profiles: bool = True
     checkpoint_prefix: str = "moltscope:crawler"
     metrics_port: int = Field(9108, description="Port of the crawler's own /metrics")
+    metrics_host: str = Field("127.0.0.1", description="Address of the crawler's /metrics "
+                              "(0.0.0.0 in a container)")
 
 
 class SocietySettings(BaseModel):
