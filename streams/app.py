@@ -127,7 +127,10 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
 
     events = app.topic(settings.topic("events"), value_serializer="raw", key_serializer="raw",
                        partitions=settings.partitions)
-    society = app.topic(settings.topic("society"), value_serializer="raw", partitions=1)
+    # never acked, so never committed: a restarted or newly assigned reducer re-reads the
+    # retained society topic from the start and rebuilds the society-wide state exactly
+    society = app.topic(settings.topic("society"), value_serializer="raw", partitions=1,
+                        acks=False)
     alerts = app.topic(settings.topic("alerts"), value_serializer="raw", partitions=1)
     dead = app.topic(settings.topic("deadletters"), value_serializer="raw", partitions=1)
     state.topics = {"events": events, "society": society, "alerts": alerts, "deadletters": dead}
@@ -184,8 +187,9 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
     async def alert_intake(stream: faust.StreamT) -> None:
         async for payload in stream:
             alert = Alert.model_validate_json(payload)
-            state.history.record(alert)
-            state.dispatcher.submit(alert)
+            # a rebuilt reducer re-issues transitions it issued before: history knows them
+            if state.history.record(alert):
+                state.dispatcher.submit(alert)
 
     @app.agent(dead)
     async def dead_letters(stream: faust.StreamT) -> None:

@@ -175,3 +175,49 @@ def test_real_threads_through_two_workers(moltbook_data: Path, stack_settings: S
     finally:
         for p in reversed(procs):
             p.stop()
+
+
+def test_restarted_worker_rebuilds_the_society_state(moltbook_data: Path,
+                                                     stack_settings: Settings,
+                                                     tmp_path: Path) -> None:
+    files = sorted((moltbook_data / "api" / "posts").glob("*.json"))[:60]
+    items = items_of(files)
+    s = stack_settings
+    s.embed = False
+    ensure_topics(s)
+    env = settings_env(s)
+    api = ManagedProcess("api", cli_argv("api", "--loglevel", "warning"),
+                         lambda: port_open(s.api_port), tmp_path / "api.log", env=env)
+    url = f"http://127.0.0.1:{s.api_port}/v1/metrics"
+
+    def worker(i: int) -> ManagedProcess:
+        return ManagedProcess(f"worker{i}", cli_argv("worker", "--loglevel", "info"),
+                              lambda: True, tmp_path / f"worker{i}.log", env=env)
+
+    def figures(after: float) -> tuple[bool, dict[str, Any]]:
+        m = httpx.get(url).json()
+        got = {x["name"]: x["value"] for x in m["samples"] if not x["labels"]}
+        return (m["snapshot_at"] or 0) > after and got.get("events_processed_total") == want, got
+
+    want = float(replay(items).pipeline.events)
+    first = worker(0)
+    try:
+        api.start()
+        first.start()
+        sink = KafkaSink(s)
+        publish(items, sink)
+        sink.close()
+        before = wait_for(lambda: figures(0.0))
+        first.stop()
+        restarted_at = time.time()
+        second = worker(1)
+        second.start()
+        try:
+            after = wait_for(lambda: figures(restarted_at))
+        finally:
+            second.stop()
+        for name in ("posts_total", "comments_total", "agents_total", "graph_interactions_total"):
+            assert after[name] == before[name], name
+    finally:
+        first.stop()
+        api.stop()
