@@ -262,7 +262,10 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
             state.redis.pexpire(lease_key, 10_000)
         if state.http is None:
             state.http = state.dispatcher.client()
-        await state.dispatcher.tick(state.http)
+        result = await state.dispatcher.tick(state.http)
+        for outcome in ("delivered", "failed", "dead"):
+            if n := getattr(result, outcome):
+                state.store.incr(f"webhook_deliveries:{outcome}", n)
 
     state.agents = {"ingest": ingest, "reduce": reduce, "alerts": alert_intake,
                     "dead_letters": dead_letters}

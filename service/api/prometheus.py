@@ -14,15 +14,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from service.api.deps import RedisDep, SettingsDep
+from service.delivery.dispatcher import Dispatcher
 from service.delivery.history import AlertHistory, AlertHistoryCollector
+from service.delivery.webhooks import WebhookRegistry
 from service.stores.metrics import MetricStore
 from streams.state.base import Sample
 
 router = APIRouter(tags=["prometheus"])
 
 
-def families(samples: list[Sample], counters: dict[str, int],
-             snapshot_at: float | None) -> Iterator[Metric]:
+def families(samples: list[Sample], counters: dict[str, int], snapshot_at: float | None,
+             backlog: dict[str, int]) -> Iterator[Metric]:
     grouped: dict[str, list[Sample]] = {}
     for s in samples:
         grouped.setdefault(s.name, []).append(s)
@@ -47,22 +49,38 @@ def families(samples: list[Sample], counters: dict[str, int],
     dups = CounterMetricFamily("moltscope_duplicate_events", "Events dropped as repeats of an id")
     dups.add_metric([], counters.get("duplicates", 0))
     yield dups
+    deliveries = CounterMetricFamily("moltscope_webhook_deliveries",
+                                     "Webhook delivery attempts by outcome (delivered, failed = "
+                                     "will retry, dead = given up after max age)",
+                                     labels=["outcome"])
+    for outcome in ("delivered", "failed", "dead"):
+        deliveries.add_metric([outcome], counters.get(f"webhook_deliveries:{outcome}", 0))
+    yield deliveries
+    queued = GaugeMetricFamily("moltscope_webhook_backlog", "Messages waiting per webhook",
+                               labels=["webhook"])
+    for hook, n in sorted(backlog.items()):
+        queued.add_metric([hook], n)
+    yield queued
     if snapshot_at is not None:
         yield GaugeMetricFamily("moltscope_snapshot_timestamp_seconds",
                                 "When the worker last wrote its snapshot", value=snapshot_at)
 
 
 class _StoreCollector:
-    def __init__(self, store: MetricStore) -> None:
+    def __init__(self, store: MetricStore, dispatcher: Dispatcher) -> None:
         self.store = store
+        self.dispatcher = dispatcher
 
     def collect(self) -> Iterator[Metric]:
-        yield from families(self.store.samples(), self.store.counters(), self.store.snapshot_at())
+        yield from families(self.store.samples(), self.store.counters(), self.store.snapshot_at(),
+                            self.dispatcher.backlog())
 
 
 @router.get("/metrics", include_in_schema=False)
 def metrics(r: RedisDep, settings: SettingsDep) -> Response:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_StoreCollector(MetricStore(r, prefix=settings.topic_prefix)))
-    registry.register(AlertHistoryCollector(AlertHistory(r, prefix=settings.topic_prefix)))
+    p = settings.topic_prefix
+    registry.register(_StoreCollector(MetricStore(r, prefix=p),
+                                      Dispatcher(r, WebhookRegistry(r, p), p)))
+    registry.register(AlertHistoryCollector(AlertHistory(r, prefix=p)))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
