@@ -291,8 +291,9 @@ ALERTS = Dashboard(
                 Target(rate("moltscope_webhook_deliveries_total", "outcome"), "{{outcome}}"),
             ), unit="ops", description="Delivered, failed (retried later) and given up."),
             Panel("Webhook backlog", (
-                Target(gauge("moltscope_webhook_backlog"), "messages waiting"),
-            ), description="Messages queued for delivery over every webhook."),
+                Target(gauge("moltscope_webhook_backlog", "webhook"), "{{webhook}}"),
+            ), description="Messages waiting for delivery, per webhook: grows while a "
+                           "receiver is down (retried with backoff, given up after 7 days)."),
         )),
     ),
 )
