@@ -20,6 +20,7 @@ run: $(STAMP)
 	HF_HUB_OFFLINE=1 $(VENV)/bin/moltscope up
 
 test: $(STAMP)
+	bash scripts/install-system-deps.sh
 	$(VENV)/bin/ruff check .
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 

