@@ -109,6 +109,8 @@ def _text(event: Event) -> str:
 
 
 def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerState]:
+    datadir = settings.embedded.data_dir / f"{settings.topic_prefix}-worker-data"
+    datadir.mkdir(parents=True, exist_ok=True)  # Faust wants it even with memory tables
     conf: dict[str, Any] = {
         "broker": settings.kafka_url,
         "store": "memory://",
@@ -119,7 +121,7 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
         "consumer_auto_offset_reset": "earliest",
         "web_enabled": False,
         "producer_acks": -1,
-        "datadir": str(settings.embedded.data_dir / f"{settings.topic_prefix}-worker-data"),
+        "datadir": str(datadir),
     }
     conf.update(overrides)
     app = faust.App(f"{settings.topic_prefix}-worker", **conf)
