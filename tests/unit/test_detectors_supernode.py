@@ -1,5 +1,6 @@
-"""Emerging super-node: the largest-gap cut against a brute-force one, PageRank against
-networkx on the same window, an emerging hub caught with its trajectory, a steady society not."""
+"""Emerging super-node: the largest-gap cut against a brute-force one, PageRank and the natural
+reach against networkx on the same window, an emerging hub caught with its trajectory, a steady
+society not, nor a newcomer that only reaches as far as the background's top agents."""
 
 from __future__ import annotations
 
@@ -21,9 +22,12 @@ def comment(i: int, t: float, author: str, to: str, thread: str) -> CommentEvent
                         post_id=thread, author=author, reply_to=to, post_author=to)
 
 
-def society(hours: float, seed: int, hub_from: float | None = None) -> list[CommentEvent]:
+def society(hours: float, seed: int, hub_from: float | None = None,
+            newcomer_from: float | None = None) -> list[CommentEvent]:
     """Comments among 300 agents with steady popular ones; optionally a quiet agent (q0)
-    that, from ``hub_from``, draws replies from many agents across many threads."""
+    that, from ``hub_from``, draws replies from many agents across many threads, and a newly
+    registered agent (n0) that, from ``newcomer_from``, draws replies about as widely as the
+    most popular steady agents do (the simulator's clean days have such newcomers)."""
     rng = random.Random(seed)
     weights = [1 / (k + 1) ** 0.8 for k in range(300)]
     out, i, t = [], 0, 0.0
@@ -36,6 +40,9 @@ def society(hours: float, seed: int, hub_from: float | None = None) -> list[Comm
         if hub_from is not None and t >= hub_from * 3600 and rng.random() < 0.25:
             out.append(comment(i + 1, t, f"r{rng.randrange(400)}", "q0",
                                f"q0-{int(t // 900)}"))
+        if newcomer_from is not None and t >= newcomer_from * 3600 and rng.random() < 0.05:
+            out.append(comment(i + 1, t, f"a{rng.randrange(300)}", "n0",
+                               f"n0-{int(t // 1800)}"))
         i += 2
     return out
 
@@ -81,6 +88,31 @@ def test_pagerank_shares_match_networkx_on_the_window() -> None:
     for agent, share in snap.shares.items():
         assert abs(share - pr[agent]) < 1e-9
     assert snap.supernodes == frozenset(largest_gap_set(pr))
+    first = events[0].event_time.timestamp()
+    assert [s.full for s in d._snaps] == [s.t - first >= cfg.graph_window_s for s in d._snaps]
+
+
+def test_natural_reach_and_its_bar_match_a_batch_computation() -> None:
+    events = society(6, seed=6)
+    cfg = SupernodeConfig(reach_min_history=3)
+    d = SupernodeDetector(cfg)
+    for e in events:
+        d.observe_event(e)
+        d.findings(e.event_time.timestamp())
+    now = d._snaps[-1].t
+    window = [e for e in events if now - cfg.graph_window_s <= e.event_time.timestamp() <= now]
+    g = nx.DiGraph()
+    for e in window:
+        w = g.get_edge_data(e.author, e.reply_to, {"weight": 0})["weight"]
+        g.add_edge(e.author, e.reply_to, weight=w + 1)
+    pr = nx.pagerank(g, alpha=0.85, weight="weight")
+    top = {*largest_gap_set(pr), *sorted(pr, key=lambda a: (-pr[a], a))[:5]}
+    assert d._natural[-1] == max(len({e.author for e in window if e.reply_to == a})
+                                 for a in top)
+    want = np.quantile(list(d._natural), cfg.reach_quantile, method="nearest")
+    assert d.reach_bar() == max(cfg.min_repliers, cfg.reach_margin * float(want))
+    # snapshots every 5 min once the 2 h window is full, from 2 h to 6 h
+    assert 40 <= len(d._natural) <= 49
 
 
 def test_emerging_hub_is_reported_with_its_trajectory() -> None:
@@ -88,7 +120,8 @@ def test_emerging_hub_is_reported_with_its_trajectory() -> None:
     keys = {f.key for f in found}
     assert keys == {"agent:q0"}
     first = found[0]
-    assert first.evidence["repliers_in_window"] >= 50 and first.evidence["threads_in_window"] >= 4
+    assert first.evidence["repliers_in_window"] >= max(50, first.evidence["reach_bar"])
+    assert first.evidence["threads_in_window"] >= 4
     traj = first.evidence["trajectory"]
     assert traj[0]["share"] < 0.01 and traj[-1]["share"] == first.evidence["share"]
     assert first.evidence["jump_ratio"] >= 5
@@ -102,3 +135,15 @@ def events_start() -> float:
 def test_steady_society_raises_nothing() -> None:
     for seed in (3, 4):
         assert run(society(12, seed=seed)) == []
+
+
+def test_newcomer_reaching_as_far_as_the_top_agents_is_not_a_supernode() -> None:
+    events = society(9, seed=5, newcomer_from=5)
+    assert run(events) == []
+    # it does meet the fixed floor: only the learnt natural reach holds it back
+    found = run(events, SupernodeConfig(reach_margin=0))
+    assert {f.key for f in found} == {"agent:n0"}
+    assert all(f.evidence["repliers_in_window"] >= 50 for f in found)
+    # and a hub that out-reaches the background on top of it is still caught
+    both = run(society(9, seed=5, hub_from=5, newcomer_from=5))
+    assert {f.key for f in both} == {"agent:q0"}
