@@ -5,6 +5,7 @@ to the signed webhook delivery, per hop, side by side for several seeds in one r
     .venv/bin/python bench/bench_latency.py --seeds 0 1 2 --speed 600
     .venv/bin/python bench/bench_latency.py --all --speed 600    # every scenario (longer)
     .venv/bin/python bench/bench_latency.py --embed              # model in the loop
+    .venv/bin/python bench/bench_latency.py --variants default   # the stack as shipped only
 
 One Tansu broker and one Redis server on loopback ports (temporary directories) serve the whole
 run; each seed gets its own topic prefix, one worker (``moltscope worker``) and the API, and a
@@ -29,6 +30,14 @@ alert consumed from the alerts topic and queued by the dispatcher (group due tim
 (``dq:last``); ``post`` = arrival at the receiver. ``over`` = how much later (wall) than the
 trigger the newest event included in the firing evaluation was sent: evaluations happen on a
 wall-clock timer, so the firing one has already seen events after the trigger.
+
+Variants, side by side on the same seeds: ``default`` is the stack as shipped; ``tuned`` shortens
+the waits on the path (``--tuned-*`` flags): the worker's Kafka fetch wait (Faust hard-codes
+``fetch_max_wait_ms=1500`` and Tansu answers a parked fetch late, so every topic hop waits; the
+worker is started through a launcher that sets it), ingest's batch wait
+(``society.embed_wait_s``), the snapshot timer that evaluates the detectors
+(``snapshot_interval_s``) and the dispatcher's ``group_wait_s`` (patched the same way: neither
+of the last two patches is a setting today).
 """
 
 from __future__ import annotations
@@ -56,7 +65,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from detectors.alert import Alert  # noqa: E402
-from service.config import EmbeddedSettings, Settings  # noqa: E402
+from service.config import EmbeddedSettings, Settings, SocietySettings  # noqa: E402
 from service.delivery.alertmanager import SIGNATURE_HEADER, verify  # noqa: E402
 from service.delivery.dispatcher import DispatcherConfig  # noqa: E402
 from service.embedded import ManagedProcess, free_port, port_open, redis_server, tansu  # noqa: E402
@@ -79,6 +88,50 @@ DETECTOR_OF = {"surge": "surge", "supernode": "supernode", "burst": "burst", "dr
 TOKEN = "bench-latency-token-0123456789abcdef"
 SECRET = "bench-latency-secret-0123456789"
 GRACE = timedelta(hours=1)  # an alert this long after its label's window still matches
+ROOT = Path(__file__).resolve().parents[1]
+
+# Runs `moltscope worker` with Faust's fetch wait and the dispatcher's group wait replaced.
+LAUNCHER = """
+import functools, sys
+sys.path.insert(0, {root!r})
+from faust.transport.drivers import aiokafka as driver
+from service.delivery import dispatcher
+fetch_ms, group_wait = {fetch_ms!r}, {group_wait!r}
+if fetch_ms is not None:
+    create = driver.AIOKafkaConsumerThread._create_worker_consumer
+    def create_low_wait(self, transport):
+        consumer = create(self, transport)
+        consumer._fetch_max_wait_ms = fetch_ms  # read by AIOKafkaConsumer.start()
+        return consumer
+    driver.AIOKafkaConsumerThread._create_worker_consumer = create_low_wait
+if group_wait is not None:
+    dispatcher.DispatcherConfig = functools.partial(dispatcher.DispatcherConfig,
+                                                    group_wait_s=group_wait)
+from service.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    snapshot_interval_s: float = Settings().snapshot_interval_s
+    embed_wait_s: float = SocietySettings().embed_wait_s
+    fetch_wait_ms: int | None = None  # None: Faust's own (1500)
+    group_wait_s: float = DispatcherConfig().group_wait_s
+
+    def worker_argv(self) -> list[str]:
+        if self.fetch_wait_ms is None and self.group_wait_s == DispatcherConfig().group_wait_s:
+            return cli_argv("worker", "--loglevel", "warning")
+        code = LAUNCHER.format(root=str(ROOT), fetch_ms=self.fetch_wait_ms,
+                               group_wait=self.group_wait_s)
+        return [sys.executable, "-c", code, "worker", "--loglevel", "warning"]
+
+    def describe(self) -> str:
+        fetch = "1500 (Faust)" if self.fetch_wait_ms is None else str(self.fetch_wait_ms)
+        return (f"{self.name}: snapshot_interval_s {self.snapshot_interval_s:g}, "
+                f"embed_wait_s {self.embed_wait_s:g}, fetch_max_wait_ms {fetch}, "
+                f"group_wait_s {self.group_wait_s:g}")
 
 
 # ----------------------------------------------------------------------------- the society
@@ -262,6 +315,7 @@ def processed(store: MetricStore) -> float:
 class Measure:
     scenario: str
     seed: int
+    variant: str
     key: str = ""
     sent: float = 0.0  # trigger's send time (wall)
     arrived: float | None = None
@@ -273,26 +327,42 @@ class Measure:
         return None if self.arrived is None else self.arrived - self.sent
 
 
-def run_seed(seed: int, args: argparse.Namespace, kafka_port: int, redis_port: int,
-             tmp: Path) -> list[Measure]:
+@dataclass
+class Prepared:
+    seed: int
+    events: list[Event]
+    labels: list[Label]
+    triggers: dict[str, Trigger]
+    absorbed: list[int]
+
+
+def prepare(seed: int, args: argparse.Namespace) -> Prepared:
+    """The society and its offline triggers (the live settings do not change them)."""
+    t0 = time.perf_counter()
+    events, labels = society(seed, args)
+    triggers, absorbed = offline_triggers(events, labels, Settings(embed=args.embed))
+    print(f"seed {seed}: {len(events)} events, offline pass {time.perf_counter() - t0:.1f} s; "
+          "triggers: " + (", ".join(
+              f"{t.scenario}@{t.index} {t.alert.type}:{t.alert.key} "
+              f"(+{(t.alert.starts_at - lab.start).total_seconds():.0f} s event time "
+              "after the start)"
+              for t in triggers.values() for lab in labels if lab.scenario == t.scenario)
+              or "none"), flush=True)
+    return Prepared(seed, events, labels, triggers, absorbed)
+
+
+def run_live(prep: Prepared, variant: Variant, args: argparse.Namespace, kafka_port: int,
+             redis_port: int, tmp: Path) -> list[Measure]:
+    seed, events, triggers, absorbed = prep.seed, prep.events, prep.triggers, prep.absorbed
     prefix = f"lat{seed}x{uuid.uuid4().hex[:6]}"
     s = Settings(kafka_url=f"kafka://127.0.0.1:{kafka_port}",
                  redis_url=f"redis://127.0.0.1:{redis_port}/0", topic_prefix=prefix,
                  api_port=free_port(), api_token=TOKEN, embed=args.embed,
-                 snapshot_interval_s=args.snapshot_interval,
+                 snapshot_interval_s=variant.snapshot_interval_s,
+                 society=SocietySettings(embed_wait_s=variant.embed_wait_s),
                  embedded=EmbeddedSettings(enabled=False, data_dir=tmp / prefix))
-    t0 = time.perf_counter()
-    events, labels = society(seed, args)
-    triggers, absorbed = offline_triggers(events, labels, s)
-    offline_s = time.perf_counter() - t0
-    out = [Measure(lab.scenario, seed, note="not detected offline")
-           for lab in labels if lab.scenario not in triggers]
-    print(f"seed {seed}: {len(events)} events, offline pass {offline_s:.1f} s; triggers: "
-          + (", ".join(f"{t.scenario}@{t.index} {t.alert.type}:{t.alert.key} "
-                       f"(+{(t.alert.starts_at - lab.start).total_seconds():.0f} s event time "
-                       "after the start)"
-                       for t in triggers.values() for lab in labels
-                       if lab.scenario == t.scenario) or "none"), flush=True)
+    out = [Measure(lab.scenario, seed, variant.name, note="not detected offline")
+           for lab in prep.labels if lab.scenario not in triggers]
     if not triggers:
         return out
     first = min(t.index for t in triggers.values())
@@ -302,93 +372,101 @@ def run_seed(seed: int, args: argparse.Namespace, kafka_port: int, redis_port: i
     ensure_topics(s)
     env = settings_env(s)
     logs = tmp / prefix
-    procs = [ManagedProcess("worker", cli_argv("worker", "--loglevel", "warning"),
+    procs = [ManagedProcess("worker", variant.worker_argv(),
                             lambda: True, logs / "worker.log", env=env),
              ManagedProcess("api", cli_argv("api", "--loglevel", "warning"),
                             lambda: port_open(s.api_port), logs / "api.log", env=env)]
     client = redis.Redis(port=redis_port)
     store = MetricStore(client, prefix=prefix)
     api = f"http://127.0.0.1:{s.api_port}"
-    group_wait = DispatcherConfig().group_wait_s
-    with ExitStack() as stack:
-        for p in procs:
-            stack.callback(p.stop)
-            p.start(timeout=90)
-        stack.callback(client.close)
-        wait_until("API ready", lambda: httpx.get(f"{api}/readyz").status_code == 200, 90)
-        sink = KafkaSink(s)
-        stack.callback(sink.close)
-        # the head at once: the worker absorbs it (and its group settles) before the clock
-        t0 = time.perf_counter()
-        for ev in events[:head]:
-            sink.send(ev)
-        sink.flush()
-        want = absorbed[head - 1] if head else 0
-        wait_until("the worker absorbed the head", lambda: processed(store) >= want,
-                   args.timeout + 60, every=0.05)
-        head_s = time.perf_counter() - t0
-        receiver = stack.enter_context(Receiver(SECRET).running())
-        hook = httpx.post(f"{api}/v1/webhooks", json={"url": receiver.url, "secret": SECRET},
-                          headers={"Authorization": f"Bearer {TOKEN}"})
-        hook.raise_for_status()
-        watch = stack.enter_context(GroupWatch(client, prefix).running())
-
-        # paced: event time advances --speed times faster than wall time
-        sent_at: list[float] = []
-        base_ev, base_wall = events[head].event_time, time.time()
-        pending = {t.scenario: t for t in triggers.values()}
-        deadline = None
-        i = head
-        while pending:
-            now = time.time()
-            if i < len(events):
-                ev = events[i]
-                due = base_wall + (ev.event_time - base_ev).total_seconds() / args.speed
-                if due > now:
-                    time.sleep(min(due - now, 0.05))
-                    continue
-                sent_at.append(time.time())
+    group_wait = variant.group_wait_s
+    try:
+        with ExitStack() as stack:
+            for p in procs:
+                stack.callback(p.stop)
+                p.start(timeout=90)
+            stack.callback(client.close)
+            wait_until("API ready", lambda: httpx.get(f"{api}/readyz").status_code == 200, 90)
+            sink = KafkaSink(s)
+            stack.callback(sink.close)
+            # the head at once: the worker absorbs it (and its group settles) before the clock
+            t0 = time.perf_counter()
+            for ev in events[:head]:
                 sink.send(ev)
-                i += 1
-            else:
-                time.sleep(0.02)
-            if deadline is None and all(t.index < i for t in pending.values()):
-                deadline = time.monotonic() + args.timeout
-            for name, t in list(pending.items()):
-                if t.index < i and receiver.first(t.alert.type, t.alert.key) is not None:
-                    del pending[name]
-            if deadline is not None and time.monotonic() > deadline:
-                break
-        time.sleep(0.1)  # let the poller see the last groups
-        alive = all(p.alive for p in procs)
-        for t in triggers.values():
-            m = Measure(t.scenario, seed, key=f"{t.alert.type}:{t.alert.key}")
-            m.sent = sent_at[t.index - head]
-            got = receiver.first(t.alert.type, t.alert.key)
-            if got is None:
-                m.note = "no delivery" + ("" if alive else " (a process died)")
+            sink.flush()
+            want = absorbed[head - 1] if head else 0
+            wait_until("the worker absorbed the head", lambda: processed(store) >= want,
+                       args.timeout + 60, every=0.05)
+            head_s = time.perf_counter() - t0
+            receiver = stack.enter_context(Receiver(SECRET).running())
+            hook = httpx.post(f"{api}/v1/webhooks", json={"url": receiver.url, "secret": SECRET},
+                              headers={"Authorization": f"Bearer {TOKEN}"})
+            hook.raise_for_status()
+            watch = stack.enter_context(GroupWatch(client, prefix).running())
+
+            # paced: event time advances --speed times faster than wall time
+            sent_at: list[float] = []
+            base_ev, base_wall = events[head].event_time, time.time()
+            pending = {t.scenario: t for t in triggers.values()}
+            deadline = None
+            i = head
+            while pending:
+                now = time.time()
+                if i < len(events):
+                    ev = events[i]
+                    due = base_wall + (ev.event_time - base_ev).total_seconds() / args.speed
+                    if due > now:
+                        time.sleep(min(due - now, 0.05))
+                        continue
+                    sent_at.append(time.time())
+                    sink.send(ev)
+                    i += 1
+                else:
+                    time.sleep(0.02)
+                if deadline is None and all(t.index < i for t in pending.values()):
+                    deadline = time.monotonic() + args.timeout
+                for name, t in list(pending.items()):
+                    if t.index < i and receiver.first(t.alert.type, t.alert.key) is not None:
+                        del pending[name]
+                if deadline is not None and time.monotonic() > deadline:
+                    break
+            time.sleep(0.1)  # let the poller see the last groups
+            alive = all(p.alive for p in procs)
+            for t in triggers.values():
+                m = Measure(t.scenario, seed, variant.name, key=f"{t.alert.type}:{t.alert.key}")
+                m.sent = sent_at[t.index - head]
+                got = receiver.first(t.alert.type, t.alert.key)
+                if got is None:
+                    m.note = "no delivery" + ("" if alive else " (a process died)")
+                    out.append(m)
+                    continue
+                m.arrived = got.arrived
+                live = next(a for a in got.alerts if a["labels"]["key"] == t.alert.key)
+                started = datetime.fromisoformat(live["startsAt"].replace("Z", "+00:00"))
+                # the newest event the firing evaluation had seen, and when it was sent
+                seen = max((j for j in range(head, i) if events[j].event_time <= started),
+                           default=t.index)
+                m.hops["over"] = sent_at[seen - head] - m.sent
+                series = store.series("event_time_latest_seconds", {})
+                m.hops["eval"] = next((at for at, v in series
+                                       if abs(v - started.timestamp()) < 1e-3), None)
+                due = watch.first_due.get(t.alert.type)
+                m.hops["submit"] = None if due is None else due - group_wait
+                last = client.hget(f"{prefix}:dq:last", f"{hook.json()['id']}|{t.alert.type}")
+                m.hops["flush"] = None if last is None else float(last)
+                # a transition still waiting in its group is replaced by a later one of the same
+                # incident: the first message may already say "updated"
+                m.note = "bad signature" if not got.verified else live["annotations"]["state"]
                 out.append(m)
-                continue
-            m.arrived = got.arrived
-            live = next(a for a in got.alerts if a["labels"]["key"] == t.alert.key)
-            started = datetime.fromisoformat(live["startsAt"].replace("Z", "+00:00"))
-            # the newest event the firing evaluation had seen, and when it was sent
-            seen = max((j for j in range(head, i) if events[j].event_time <= started),
-                       default=t.index)
-            m.hops["over"] = sent_at[seen - head] - m.sent
-            series = store.series("event_time_latest_seconds", {})
-            m.hops["eval"] = next((at for at, v in series
-                                   if abs(v - started.timestamp()) < 1e-3), None)
-            due = watch.first_due.get(t.alert.type)
-            m.hops["submit"] = None if due is None else due - group_wait
-            last = client.hget(f"{prefix}:dq:last", f"{hook.json()['id']}|{t.alert.type}")
-            m.hops["flush"] = None if last is None else float(last)
-            # a transition still waiting in its group is replaced by a later one of the same
-            # incident: the first message may already say "updated"
-            m.note = "bad signature" if not got.verified else live["annotations"]["state"]
-            out.append(m)
-        print(f"seed {seed}: head {head} events absorbed in {head_s:.1f} s, paced "
-              f"{i - head} events at {args.speed:g}x", flush=True)
+            print(f"seed {seed} {variant.name}: head {head} events absorbed in {head_s:.1f} s, "
+                  f"paced {i - head} events at {args.speed:g}x", flush=True)
+    except TimeoutError as exc:  # a stuck stack: say where, show the logs, go on
+        print(f"seed {seed} {variant.name}: {exc}", file=sys.stderr)
+        for log in sorted(logs.glob("*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-15:]
+            print(f"--- {log.name}\n" + "\n".join(tail), file=sys.stderr)
+        out += [Measure(t.scenario, seed, variant.name, note=f"timeout: {exc}")
+                for t in triggers.values()]
     return out
 
 
@@ -413,38 +491,47 @@ def hop_gaps(m: Measure) -> dict[str, float | None]:
     return gaps
 
 
-def report(results: list[Measure]) -> None:
+def report(results: list[Measure], variants: list[Variant]) -> None:
     print()
-    print(f"{'scenario':9} {'seed':>4} {'key':28} {'sent (UTC)':>12} {'arrived':>12} "
-          f"{'latency':>7} | {'->eval':>6} {'->submit':>8} {'->flush':>7} {'->post':>6} "
-          f"{'over':>6} first state")
+    print(f"{'variant':8} {'scenario':9} {'seed':>4} {'key':24} {'sent (UTC)':>12} "
+          f"{'arrived':>12} {'latency':>7} | {'->eval':>6} {'->submit':>8} {'->flush':>7} "
+          f"{'->post':>6} {'over':>5}  first state")
     for m in results:
+        head = f"{m.variant:8} {m.scenario:9} {m.seed:>4} {m.key[:24]:24}"
         if m.arrived is None:
-            print(f"{m.scenario:9} {m.seed:>4} {m.key[:28]:28} {m.note}")
+            print(f"{head} {m.note}")
             continue
         g = hop_gaps(m)
-        print(f"{m.scenario:9} {m.seed:>4} {m.key[:28]:28} {clock(m.sent):>12} "
-              f"{clock(m.arrived):>12} {fmt(m.latency, 7)} | {fmt(g['eval'])} "
-              f"{fmt(g['submit'], 8)} {fmt(g['flush'], 7)} {fmt(g['post'])} "
-              f"{fmt(m.hops.get('over'))} {m.note}")
+        print(f"{head} {clock(m.sent):>12} {clock(m.arrived):>12} {fmt(m.latency, 7)} | "
+              f"{fmt(g['eval'])} {fmt(g['submit'], 8)} {fmt(g['flush'], 7)} {fmt(g['post'])} "
+              f"{fmt(m.hops.get('over'), 5)}  {m.note}")
     print()
-    print(f"{'scenario':9} {'runs':>4} {'latency med':>11} {'max':>6} | hop medians: "
-          f"{'->eval':>6} {'->submit':>8} {'->flush':>7} {'->post':>6}")
-    for sc in SCENARIOS:
-        done = [m for m in results if m.scenario == sc and m.latency is not None]
-        if not any(m.scenario == sc for m in results):
-            continue
-        if not done:
-            print(f"{sc:9} {0:>4} {'-':>11}")
-            continue
-        lat = [m.latency for m in done if m.latency is not None]
-        meds = {}
-        for hop in ("eval", "submit", "flush", "post"):
-            xs = [x for m in done if (x := hop_gaps(m)[hop]) is not None]
-            meds[hop] = statistics.median(xs) if xs else None
-        print(f"{sc:9} {len(done):>4} {statistics.median(lat):>11.2f} {max(lat):>6.2f} | "
-              f"{'':13}{fmt(meds['eval'])} {fmt(meds['submit'], 8)} {fmt(meds['flush'], 7)} "
-              f"{fmt(meds['post'])}")
+    print(f"{'variant':8} {'scenario':9} {'runs':>4} {'latency med':>11} {'max':>6} | "
+          f"hop medians: {'->eval':>6} {'->submit':>8} {'->flush':>7} {'->post':>6}")
+    medians: dict[tuple[str, str], float] = {}
+    for v in variants:
+        for sc in SCENARIOS:
+            mine = [m for m in results if m.scenario == sc and m.variant == v.name]
+            if not mine:
+                continue
+            lat = [x for m in mine if (x := m.latency) is not None]
+            if not lat:
+                print(f"{v.name:8} {sc:9} {0:>4}/{len(mine)} {'-':>9}")
+                continue
+            meds: dict[str, float | None] = {}
+            for hop in ("eval", "submit", "flush", "post"):
+                xs = [x for m in mine if (x := hop_gaps(m)[hop]) is not None]
+                meds[hop] = statistics.median(xs) if xs else None
+            medians[(v.name, sc)] = statistics.median(lat)
+            print(f"{v.name:8} {sc:9} {len(lat):>4} {medians[(v.name, sc)]:>11.2f} "
+                  f"{max(lat):>6.2f} | {'':12} {fmt(meds['eval'])} {fmt(meds['submit'], 8)} "
+                  f"{fmt(meds['flush'], 7)} {fmt(meds['post'])}")
+    base = variants[0].name
+    for v in variants[1:]:
+        for sc in SCENARIOS:
+            if (base, sc) in medians and (v.name, sc) in medians:
+                print(f"{sc}: median latency {base} / {v.name} = "
+                      f"{medians[(base, sc)] / medians[(v.name, sc)]:.2f}x")
 
 
 def main() -> None:
@@ -461,9 +548,17 @@ def main() -> None:
                     help="wall seconds of paced publishing before the first trigger")
     ap.add_argument("--timeout", type=float, default=60.0,
                     help="wall seconds to wait for deliveries after the last trigger")
-    ap.add_argument("--snapshot-interval", type=float, default=Settings().snapshot_interval_s,
-                    help="the worker's snapshot (and detector evaluation) timer, seconds")
+    ap.add_argument("--variants", nargs="+", choices=["default", "tuned"],
+                    default=["default", "tuned"])
+    ap.add_argument("--tuned-snapshot-interval", type=float, default=0.25)
+    ap.add_argument("--tuned-embed-wait", type=float, default=0.1)
+    ap.add_argument("--tuned-fetch-wait-ms", type=int, default=100)
+    ap.add_argument("--tuned-group-wait", type=float, default=0.25)
     args = ap.parse_args()
+    known = {"default": Variant("default"),
+             "tuned": Variant("tuned", args.tuned_snapshot_interval, args.tuned_embed_wait,
+                              args.tuned_fetch_wait_ms, args.tuned_group_wait)}
+    variants = [known[name] for name in dict.fromkeys(args.variants)]
 
     results: list[Measure] = []
     started = time.perf_counter()
@@ -473,18 +568,15 @@ def main() -> None:
         with tansu(kafka_port, tmp / "tansu.log"), \
                 redis_server(redis_port, tmp / "redis", tmp / "redis.log"):
             for seed in args.seeds:
-                try:
-                    results += run_seed(seed, args, kafka_port, redis_port, tmp)
-                except TimeoutError as exc:
-                    print(f"seed {seed}: {exc}", file=sys.stderr)
-                    for log in sorted(tmp.glob(f"lat{seed}x*/*.log")):
-                        tail = log.read_text(errors="replace").splitlines()[-15:]
-                        print(f"--- {log.name}\n" + "\n".join(tail), file=sys.stderr)
-    report(results)
-    print(f"\nspeed {args.speed:g}x, snapshot interval {args.snapshot_interval:g} s, "
-          f"group_wait {DispatcherConfig().group_wait_s:g} s, dispatch poll "
-          f"{DispatcherConfig().poll_s:g} s, embed {args.embed}; "
-          f"total {time.perf_counter() - started:.0f} s")
+                prep = prepare(seed, args)
+                for v in variants:
+                    results += run_live(prep, v, args, kafka_port, redis_port, tmp)
+    report(results, variants)
+    print()
+    for v in variants:
+        print(v.describe())
+    print(f"speed {args.speed:g}x, dispatch poll {DispatcherConfig().poll_s:g} s, "
+          f"embed {args.embed}; total {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":
