@@ -1,5 +1,6 @@
 """Semantic shift: the society distance against a batch centroid computation, a topic change
-caught, steady noise not; one agent's drift caught, a steady population not."""
+caught, steady noise not; one agent's drift caught, a steady population not, nor one post
+off topic."""
 
 from __future__ import annotations
 
@@ -61,3 +62,29 @@ def test_one_agent_drifting_is_caught_among_steady_agents() -> None:
         found += d.findings(3600.0 * k + 100)
     assert {f.key for f in found} == {"agent:a3"}
     assert found[0].evidence["similarity"] < found[0].evidence["agents_median"]
+
+
+def run_agents(cfg: ShiftConfig, away: dict[int, int]) -> list:
+    """30 agents posting once an hour on their home topic for 30 h; agent a3 writes its posts
+    number ``k`` in ``away`` on topic ``away[k]`` instead."""
+    rng = np.random.default_rng(3)
+    d = ShiftDetector(cfg)
+    found = []
+    for k in range(30):
+        for i in range(30):
+            topic = away.get(k, i % 8) if i == 3 else i % 8
+            d.observe_embedding(3600.0 * k + i, f"a{i}",
+                                np.eye(16)[topic] + 0.15 * rng.standard_normal(16))
+        found += d.findings(3600.0 * k + 100)
+    return found
+
+
+def test_one_off_topic_post_is_not_a_drift_but_staying_away_is() -> None:
+    # a fast average: one post away moves the agent far below its peers
+    cfg = ShiftConfig(agent_alpha=0.6)
+    assert {f.key for f in run_agents(
+        ShiftConfig(agent_alpha=0.6, agent_persist_posts=1), {20: 12})} == {"agent:a3"}
+    assert run_agents(cfg, {20: 12}) == []
+    found = run_agents(cfg, {k: 12 for k in range(20, 30)})
+    assert {f.key for f in found} == {"agent:a3"}
+    assert found[0].evidence["posts"] == 22  # reported at its second post away, not its first
