@@ -18,6 +18,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from detectors.runner import DetectorConfig
+from service.delivery.dispatcher import DispatcherConfig
 from streams.pipeline import PipelineConfig
 from streams.state.pagerank import InfluenceConfig
 
@@ -101,6 +103,13 @@ class Settings(BaseSettings):
     society: SocietySettings = SocietySettings()
     embedded: EmbeddedSettings = EmbeddedSettings()
     crawler: CrawlerSettings = CrawlerSettings()
+    alerts: DetectorConfig = Field(
+        default_factory=DetectorConfig,
+        description="Every detector threshold and window (defaults in detectors/*.py), e.g. "
+                    "MOLTSCOPE_ALERTS__SURGE__MIN_POSTS=30")
+    delivery: DispatcherConfig = Field(
+        default_factory=DispatcherConfig,
+        description="Webhook grouping, retries and back-off (service/delivery/dispatcher.py)")
 
     @property
     def kafka_bootstrap(self) -> str:
@@ -114,6 +123,7 @@ class Settings(BaseSettings):
             verbatim_threshold=s.verbatim_threshold, ngram_grace_days=s.ngram_grace_days,
             influence=InfluenceConfig(window=timedelta(seconds=s.pagerank_window_s),
                                       step=timedelta(seconds=s.pagerank_step_s)),
+            detectors=self.alerts,
             detectors_enabled=s.detectors,
         )
 

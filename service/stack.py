@@ -8,6 +8,7 @@ against an external Kafka and Redis.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -36,6 +37,10 @@ def _plain(value: Any) -> Any:
         return value.get_secret_value()
     if isinstance(value, BaseModel):
         return {k: _plain(getattr(value, k)) for k in type(value).model_fields}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     return value

@@ -77,7 +77,7 @@ class WorkerState:
         self.duplicates = 0
         self.history = AlertHistory(client, prefix=settings.topic_prefix)
         self.dispatcher = Dispatcher(client, WebhookRegistry(client, settings.topic_prefix),
-                                     settings.topic_prefix)
+                                     settings.topic_prefix, settings.delivery)
 
     def dedup_for(self, partition: int) -> Dedup:
         d = self.dedup.get(partition)

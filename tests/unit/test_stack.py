@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -13,9 +14,13 @@ def test_child_process_reads_the_same_settings() -> None:
     s = Settings(embed=False, api_token="tok", partitions=3)
     s.society.window = "hour"
     s.crawler.api_key = "key"  # type: ignore[assignment]
-    probe = ("from service.config import Settings; s = Settings(); print(s.embed, s.partitions, "
+    s.alerts = dataclasses.replace(s.alerts, surge=dataclasses.replace(s.alerts.surge,
+                                                                         min_posts=7))
+    probe = ("from detectors.runner import DetectorConfig; from service.config import Settings; "
+             "s = Settings(); print(s.embed, s.partitions, "
              "s.society.window, s.api_token.get_secret_value(), "
-             "s.crawler.api_key.get_secret_value())")
+             "s.crawler.api_key.get_secret_value(), s.alerts.surge.min_posts, "
+             "s.alerts.enabled == DetectorConfig().enabled)")
     out = subprocess.run([sys.executable, "-c", probe], env=settings_env(s), check=True,
                          capture_output=True, text=True).stdout.split()
-    assert out == ["False", "3", "hour", "tok", "key"]
+    assert out == ["False", "3", "hour", "tok", "key", "7", "True"]
