@@ -31,13 +31,18 @@ alert consumed from the alerts topic and queued by the dispatcher (group due tim
 trigger the newest event included in the firing evaluation was sent: evaluations happen on a
 wall-clock timer, so the firing one has already seen events after the trigger.
 
-Variants, side by side on the same seeds: ``default`` is the stack as shipped; ``tuned`` shortens
-the waits on the path (``--tuned-*`` flags): the worker's Kafka fetch wait (Faust hard-codes
-``fetch_max_wait_ms=1500`` and Tansu answers a parked fetch late, so every topic hop waits; the
-worker is started through a launcher that sets it), ingest's batch wait
-(``society.embed_wait_s``), the snapshot timer that evaluates the detectors
-(``snapshot_interval_s``) and the dispatcher's ``group_wait_s`` (patched the same way: neither
-of the last two patches is a setting today).
+Variants, side by side on the same seeds: ``default`` is the stack as shipped; ``fetch`` changes
+only the worker's Kafka fetch wait; ``tuned`` shortens every wait on the path (``--tuned-*``):
+the fetch wait (Faust hard-codes ``fetch_max_wait_ms=1500`` and Tansu answers a parked fetch
+late, so each of the three topic hops waits), ingest's batch wait (``society.embed_wait_s``),
+the snapshot timer that evaluates the detectors (``snapshot_interval_s``) and the dispatcher's
+``group_wait_s`` (``MOLTSCOPE_DELIVERY__GROUP_WAIT_S``). All but the fetch wait are settings;
+for that one the worker is started through a launcher that patches it in the child only.
+
+Measured (2 loaded cores, 120x, surge, seeds 0-3, no model): default 2.7-4.3 s (median ~4 s:
+~2.3 s to the firing evaluation, ~0.6 s over the alerts topic, ~1.1 s group wait + poll,
+~0.02 s POST); fetch wait 100 ms alone 2.5 s; all four tuned 0.6-0.8 s. The model in the
+loop (``--embed``) and 600x change little.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -90,23 +96,17 @@ SECRET = "bench-latency-secret-0123456789"
 GRACE = timedelta(hours=1)  # an alert this long after its label's window still matches
 ROOT = Path(__file__).resolve().parents[1]
 
-# Runs `moltscope worker` with Faust's fetch wait and the dispatcher's group wait replaced.
+# Runs `moltscope worker` with the fetch wait Faust hard-codes (1500 ms) replaced.
 LAUNCHER = """
-import functools, sys
+import sys
 sys.path.insert(0, {root!r})
 from faust.transport.drivers import aiokafka as driver
-from service.delivery import dispatcher
-fetch_ms, group_wait = {fetch_ms!r}, {group_wait!r}
-if fetch_ms is not None:
-    create = driver.AIOKafkaConsumerThread._create_worker_consumer
-    def create_low_wait(self, transport):
-        consumer = create(self, transport)
-        consumer._fetch_max_wait_ms = fetch_ms  # read by AIOKafkaConsumer.start()
-        return consumer
-    driver.AIOKafkaConsumerThread._create_worker_consumer = create_low_wait
-if group_wait is not None:
-    dispatcher.DispatcherConfig = functools.partial(dispatcher.DispatcherConfig,
-                                                    group_wait_s=group_wait)
+create = driver.AIOKafkaConsumerThread._create_worker_consumer
+def create_low_wait(self, transport):
+    consumer = create(self, transport)
+    consumer._fetch_max_wait_ms = {fetch_ms!r}  # read by AIOKafkaConsumer.start()
+    return consumer
+driver.AIOKafkaConsumerThread._create_worker_consumer = create_low_wait
 from service.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -121,10 +121,9 @@ class Variant:
     group_wait_s: float = DispatcherConfig().group_wait_s
 
     def worker_argv(self) -> list[str]:
-        if self.fetch_wait_ms is None and self.group_wait_s == DispatcherConfig().group_wait_s:
+        if self.fetch_wait_ms is None:
             return cli_argv("worker", "--loglevel", "warning")
-        code = LAUNCHER.format(root=str(ROOT), fetch_ms=self.fetch_wait_ms,
-                               group_wait=self.group_wait_s)
+        code = LAUNCHER.format(root=str(ROOT), fetch_ms=self.fetch_wait_ms)
         return [sys.executable, "-c", code, "worker", "--loglevel", "warning"]
 
     def describe(self) -> str:
@@ -256,6 +255,12 @@ class Receiver:
                          if a["labels"]["type"] == alert_type and a["labels"]["key"] == key
                          and a["status"] == "firing"), None)
 
+    def of_type(self, alert_type: str) -> list[tuple[float, str]]:
+        """(arrival, key) of every alert of one type received."""
+        with self.lock:
+            return [(d.arrived, a["labels"]["key"]) for d in self.deliveries for a in d.alerts
+                    if a["labels"]["type"] == alert_type]
+
     @contextmanager
     def running(self) -> Iterator[Receiver]:
         thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -269,19 +274,35 @@ class Receiver:
 
 
 class GroupWatch:
-    """Polls the dispatcher's pending groups in Redis (``<p>:dq:groups``, member ``hook|type``,
-    score = due time) and keeps each group's first due time: submit = due - group_wait_s."""
+    """Polls the dispatcher's state in Redis: every due time a pending group had
+    (``<p>:dq:groups``, member ``hook|type``; submit = due - group_wait_s unless the group was
+    held by ``group_interval_s``) and every flush time (``<p>:dq:last``), by alert type."""
 
     def __init__(self, client: redis.Redis, prefix: str, every_s: float = 0.01) -> None:
-        self.r, self.key, self.every_s = client, f"{prefix}:dq:groups", every_s
-        self.first_due: dict[str, float] = {}
+        self.r, self.every_s = client, every_s
+        self.k_groups, self.k_last = f"{prefix}:dq:groups", f"{prefix}:dq:last"
+        self.dues: dict[str, set[float]] = defaultdict(set)
+        self.flushes: dict[str, set[float]] = defaultdict(set)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
-            for member, score in self.r.zrange(self.key, 0, -1, withscores=True):
-                self.first_due.setdefault(member.decode().split("|", 1)[1], score)
+            for member, score in self.r.zrange(self.k_groups, 0, -1, withscores=True):
+                self.dues[member.decode().split("|", 1)[1]].add(score)
+            for member, at in self.r.hgetall(self.k_last).items():
+                self.flushes[member.decode().split("|", 1)[1]].add(float(at))
+
+    def path(self, alert_type: str, arrived: float, group_wait: float
+             ) -> tuple[float | None, float | None]:
+        """(submit, flush) of the message that arrived at ``arrived``: the latest flush before
+        it and the latest submit before that flush."""
+        flush = max((f for f in self.flushes[alert_type] if f <= arrived), default=None)
+        if flush is None:
+            return None, None
+        submit = max((d - group_wait for d in self.dues[alert_type] if d - group_wait <= flush),
+                     default=None)
+        return submit, flush
 
     @contextmanager
     def running(self) -> Iterator[GroupWatch]:
@@ -360,6 +381,7 @@ def run_live(prep: Prepared, variant: Variant, args: argparse.Namespace, kafka_p
                  api_port=free_port(), api_token=TOKEN, embed=args.embed,
                  snapshot_interval_s=variant.snapshot_interval_s,
                  society=SocietySettings(embed_wait_s=variant.embed_wait_s),
+                 delivery=DispatcherConfig(group_wait_s=variant.group_wait_s),
                  embedded=EmbeddedSettings(enabled=False, data_dir=tmp / prefix))
     out = [Measure(lab.scenario, seed, variant.name, note="not detected offline")
            for lab in prep.labels if lab.scenario not in triggers]
@@ -437,7 +459,9 @@ def run_live(prep: Prepared, variant: Variant, args: argparse.Namespace, kafka_p
                 m.sent = sent_at[t.index - head]
                 got = receiver.first(t.alert.type, t.alert.key)
                 if got is None:
-                    m.note = "no delivery" + ("" if alive else " (a process died)")
+                    keys = sorted({k for _, k in receiver.of_type(t.alert.type)})
+                    m.note = ("no delivery" + ("" if alive else " (a process died)")
+                              + f"; {t.alert.type} keys delivered: {keys or 'none'}")
                     out.append(m)
                     continue
                 m.arrived = got.arrived
@@ -450,13 +474,15 @@ def run_live(prep: Prepared, variant: Variant, args: argparse.Namespace, kafka_p
                 series = store.series("event_time_latest_seconds", {})
                 m.hops["eval"] = next((at for at, v in series
                                        if abs(v - started.timestamp()) < 1e-3), None)
-                due = watch.first_due.get(t.alert.type)
-                m.hops["submit"] = None if due is None else due - group_wait
-                last = client.hget(f"{prefix}:dq:last", f"{hook.json()['id']}|{t.alert.type}")
-                m.hops["flush"] = None if last is None else float(last)
+                m.hops["submit"], m.hops["flush"] = watch.path(t.alert.type, got.arrived,
+                                                               group_wait)
                 # a transition still waiting in its group is replaced by a later one of the same
                 # incident: the first message may already say "updated"
                 m.note = "bad signature" if not got.verified else live["annotations"]["state"]
+                before = [a for a, _ in receiver.of_type(t.alert.type) if a < got.arrived]
+                if before and got.arrived - max(before) < s.delivery.group_interval_s + 1:
+                    m.note += (f"; held by group_interval_s: previous {t.alert.type} message "
+                               f"{got.arrived - max(before):.1f} s earlier")
                 out.append(m)
             print(f"seed {seed} {variant.name}: head {head} events absorbed in {head_s:.1f} s, "
                   f"paced {i - head} events at {args.speed:g}x", flush=True)
@@ -545,17 +571,20 @@ def main() -> None:
     ap.add_argument("--agents", type=int, default=5_000)
     ap.add_argument("--posts-per-hour", type=float, default=600.0)
     ap.add_argument("--lead", type=float, default=10.0,
-                    help="wall seconds of paced publishing before the first trigger")
+                    help="wall seconds of paced publishing before the first trigger (all of "
+                    "the society before it, if that is shorter at this speed)")
     ap.add_argument("--timeout", type=float, default=60.0,
                     help="wall seconds to wait for deliveries after the last trigger")
-    ap.add_argument("--variants", nargs="+", choices=["default", "tuned"],
-                    default=["default", "tuned"])
+    ap.add_argument("--variants", nargs="+", choices=["default", "fetch", "tuned"],
+                    default=["default", "tuned"],
+                    help="fetch = the default with only the tuned Kafka fetch wait")
     ap.add_argument("--tuned-snapshot-interval", type=float, default=0.25)
     ap.add_argument("--tuned-embed-wait", type=float, default=0.1)
     ap.add_argument("--tuned-fetch-wait-ms", type=int, default=100)
     ap.add_argument("--tuned-group-wait", type=float, default=0.25)
     args = ap.parse_args()
     known = {"default": Variant("default"),
+             "fetch": Variant("fetch", fetch_wait_ms=args.tuned_fetch_wait_ms),
              "tuned": Variant("tuned", args.tuned_snapshot_interval, args.tuned_embed_wait,
                               args.tuned_fetch_wait_ms, args.tuned_group_wait)}
     variants = [known[name] for name in dict.fromkeys(args.variants)]
