@@ -39,10 +39,17 @@ the snapshot timer that evaluates the detectors (``snapshot_interval_s``) and th
 ``group_wait_s`` (``MOLTSCOPE_DELIVERY__GROUP_WAIT_S``). All but the fetch wait are settings;
 for that one the worker is started through a launcher that patches it in the child only.
 
-Measured (2 loaded cores, 120x, surge, seeds 0-3, no model): default 2.7-4.3 s (median ~4 s:
-~2.3 s to the firing evaluation, ~0.6 s over the alerts topic, ~1.1 s group wait + poll,
-~0.02 s POST); fetch wait 100 ms alone 2.5 s; all four tuned 0.6-0.8 s. The model in the
-loop (``--embed``) and 600x change little.
+Speed-up caveat: the live reducer evaluates once per ``snapshot_interval_s`` of wall time, i.e.
+every ``speed x snapshot_interval_s`` of event time. Detectors that sample on evaluation (the
+super-node detector takes a PageRank snapshot at most every ``sample_interval_s`` = 300 s) see
+a coarser series than offline once that exceeds their step: keep ``--speed`` under ~300 for
+``--all`` with the default interval (at 600x the default stack missed the super-node).
+
+Measured (2 loaded cores, surge, seeds 0-3, 120x, no model): default 2.6-4.3 s (median ~4 s:
+~2.3 s to the firing evaluation = two topic hops + ingest batch wait + timer phase, ~0.6 s
+over the alerts topic, ~1.1 s group wait + dispatch poll, ~0.02 s POST); fetch wait 100 ms
+alone 2.5 s; tuned 0.57-0.81 s. ``--embed`` and 600x change little. ``--all`` at 600x, seed 0:
+default surge 2.1, burst 7.0 (reducer behind by ~4 s), collapse 4.1 s; tuned 0.7-1.3 s.
 """
 
 from __future__ import annotations
