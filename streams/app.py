@@ -29,6 +29,7 @@ from typing import Any
 import faust
 import httpx
 import redis
+from kafka import KafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
 from detectors.alert import Alert
@@ -40,11 +41,16 @@ from service.stores.agents import AgentStore
 from service.stores.metrics import MetricStore
 from service.stores.vector_cache import RedisVectorCache
 from streams.embedding import Embedder
-from streams.events import CommentEvent, DeadLetter, Event, PostEvent, VoteEvent, parse_event
-from streams.messages import ThreadsPartial, decode_society, encode_society, encode_threads
+from streams.events import DeadLetter, Event, PostEvent, parse_event
+from streams.messages import (
+    Forwarded,
+    ThreadsPartial,
+    decode_society,
+    encode_society,
+    encode_threads,
+)
+from streams.partition import PartitionState
 from streams.pipeline import Pipeline
-from streams.state.dedup import Dedup
-from streams.state.threads import ThreadsEngine
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +67,11 @@ class WorkerState:
         self.redis = client
         self.store = MetricStore(client, prefix=settings.topic_prefix,
                                  series_points=settings.series_points)
-        self.dedup: dict[int, Dedup] = {}
         self.pipeline = Pipeline(settings.pipeline(threads_local=False))
-        # per-thread state lives with its post's partition; the reducer sums the partials
-        self.threads: dict[int, ThreadsEngine] = {}
-        self.threads_latest: dict[int, datetime] = {}  # partitions with news since last report
+        # de-dup and per-thread state live with their events partition; the reducer sums the
+        # partitions' thread partials
+        self.parts: dict[int, PartitionState] = {}
+        self.applied: dict[int, int] = {}  # reducer: events partition -> next offset applied
         self.owner = f"{os.getpid()}@{os.uname().nodename}"
         self.embedder: Embedder | None = None
         self.http: httpx.AsyncClient | None = None
@@ -79,17 +85,8 @@ class WorkerState:
         self.dispatcher = Dispatcher(client, WebhookRegistry(client, settings.topic_prefix),
                                      settings.topic_prefix, settings.delivery)
 
-    def dedup_for(self, partition: int) -> Dedup:
-        d = self.dedup.get(partition)
-        if d is None:
-            d = self.dedup[partition] = Dedup(self.settings.dedup_capacity)
-        return d
-
-    def threads_for(self, partition: int) -> ThreadsEngine:
-        eng = self.threads.get(partition)
-        if eng is None:
-            eng = self.threads[partition] = ThreadsEngine(self.pipeline.config.threads)
-        return eng
+    def new_partition(self) -> PartitionState:
+        return PartitionState(self.settings.dedup_capacity, self.pipeline.config.threads)
 
     def get_embedder(self) -> Embedder:
         if self.embedder is None:
@@ -97,6 +94,46 @@ class WorkerState:
                                      ttl_seconds=self.settings.society.vector_cache_ttl_s)
             self.embedder = Embedder(cache=cache, batch_size=self.settings.society.embed_batch)
         return self.embedder
+
+
+def restore_partition(settings: Settings, partition: int, until: int,
+                      part: PartitionState) -> PartitionState:
+    """Replay one events partition from its start up to ``until`` (exclusive) into ``part``:
+    a worker handed a partition (a rebalance, a restart) then holds the de-dup memory and thread
+    state the partition's earlier records built, and reports the whole history. Blocking: run
+    it in an executor. Costs one read of the partition's retained records; logs progress."""
+    if until == 0:  # handed from the start: nothing before it
+        return part
+    tp = TopicPartition(settings.topic("events"), partition)
+    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap,
+                             enable_auto_commit=False, group_id=None)
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        start = consumer.position(tp)
+        if start >= until:
+            return part
+        log.info("partition %d: restoring records %d..%d", partition, start, until)
+        reported = time.monotonic()
+        while consumer.position(tp) < until:
+            for records in consumer.poll(timeout_ms=1000, max_records=5000).values():
+                for r in records:
+                    if r.offset >= until:
+                        break
+                    try:
+                        part.admit(parse_event(r.value), r.offset)
+                    except ValidationError:
+                        part.skip(r.offset)
+            if time.monotonic() - reported > 5:
+                reported = time.monotonic()
+                log.info("partition %d: restored %d of %d records", partition,
+                         part.next_offset - start, until - start)
+        log.info("partition %d: restored %d records, %d threads live", partition, until - start,
+                 len(part.threads))
+        part.news = True
+        return part
+    finally:
+        consumer.close()
 
 
 def _dead_letter(reason: str, raw: bytes, origin: str) -> bytes:
@@ -142,26 +179,29 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
     async def ingest(stream: faust.StreamT) -> None:
         loop = asyncio.get_running_loop()
         async for batch in stream.take_events(batch_size, within=settings.society.embed_wait_s):
-            admitted: list[Event] = []
+            admitted: list[tuple[Event, int, int]] = []
             for record in batch:
-                raw = record.value
+                raw, partition, offset = record.value, record.message.partition, \
+                    record.message.offset
+                part = state.parts.get(partition)
+                if part is None:  # first record of a partition this worker was handed
+                    part = state.parts[partition] = await loop.run_in_executor(
+                        None, restore_partition, settings, partition, offset,
+                        state.new_partition())
+                elif offset < part.next_offset:  # re-seek to an older commit after a rebalance
+                    continue
                 try:
                     ev = parse_event(raw)
                 except ValidationError as exc:
+                    part.skip(offset)
                     reason = "bad_json" if exc.errors()[0]["type"] == "json_invalid" else "invalid"
                     await dead.send(value=_dead_letter(reason, raw, events.get_topic_name()))
                     continue
-                partition = record.message.partition
-                if state.dedup_for(partition).admit(ev.id):
-                    admitted.append(ev)
-                    if isinstance(ev, PostEvent | CommentEvent | VoteEvent):
-                        state.threads_for(partition).update(ev)
-                        seen = state.threads_latest.get(partition)
-                        state.threads_latest[partition] = max(seen or ev.event_time,
-                                                              ev.event_time)
+                if part.admit(ev, offset):
+                    admitted.append((ev, partition, offset))
                 else:
                     state.duplicates += 1
-            wanted = [ev for ev in admitted if state.pipeline.wants_vector(ev)]
+            wanted = [ev for ev, _, _ in admitted if state.pipeline.wants_vector(ev)]
             vectors = {}
             if wanted:
                 # the model holds the GIL little and blocks long: keep the event loop beating
@@ -171,17 +211,23 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
                 vectors = {ev.id: v for ev, v in zip(wanted, encoded, strict=True)}
             if admitted:
                 await society.send(
-                    value=encode_society([(ev, vectors.get(ev.id)) for ev in admitted]))
+                    value=encode_society([Forwarded(ev, vectors.get(ev.id), partition, offset)
+                                          for ev, partition, offset in admitted]))
 
     @app.agent(society)
     async def reduce(stream: faust.StreamT) -> None:
         async for payload in stream:
             msg = decode_society(payload)
             if isinstance(msg, ThreadsPartial):
-                state.pipeline.absorb_threads(msg.owner, msg.partition, msg.partial)
+                state.pipeline.absorb_threads(msg.partition, msg.next_offset, msg.partial)
             else:
-                for ev, vector in msg:
-                    state.pipeline.update(ev, vector)
+                for f in msg:
+                    # the society topic is re-read from its start after a rebalance, and a
+                    # handover may forward a record twice: apply each record once
+                    if f.offset < state.applied.get(f.partition, 0):
+                        continue
+                    state.applied[f.partition] = f.offset + 1
+                    state.pipeline.update(f.event, f.vector)
                 state.agents_dirty = True
                 state.last_event_wall = time.time()
             state.dirty = True
@@ -207,15 +253,15 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
     async def publish_thread_partials() -> None:
         assigned = {tp.partition for tp in app.consumer.assignment()
                     if tp.topic == events.get_topic_name()}
-        for partition in list(state.threads):
+        for partition in list(state.parts):
             if partition not in assigned:  # moved to another worker: its owner reports now
-                del state.threads[partition]
-                state.threads_latest.pop(partition, None)
-        for partition, latest in list(state.threads_latest.items()):
-            eng = state.threads[partition]
-            eng.expire(latest)
-            await society.send(value=encode_threads(state.owner, partition, eng.partial()))
-        state.threads_latest.clear()
+                del state.parts[partition]
+        for partition, part in state.parts.items():
+            if part.news and part.latest is not None:
+                part.news = False
+                part.threads.expire(part.latest)
+                await society.send(value=encode_threads(partition, part.next_offset,
+                                                        part.threads.partial()))
 
     @app.timer(settings.snapshot_interval_s)
     async def publish_snapshot() -> None:

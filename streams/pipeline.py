@@ -91,7 +91,7 @@ class Pipeline:
         self.cascades = CascadeEngine(cfg.cascades, graph=self.influence.graph)
         self.roles = RolesEngine(cfg.roles, graph=self.influence.graph)
         self.threads = ThreadsEngine(cfg.threads)
-        self._thread_partials: dict[tuple[str, int], Partial] = {}
+        self._thread_partials: dict[int, tuple[int, Partial]] = {}  # partition: (offset, sums)
         self.detectors = DetectorSuite(cfg.detectors) if cfg.detectors_enabled else None
         self.events = 0
         self.latest: datetime | None = None
@@ -168,15 +168,20 @@ class Pipeline:
                                        help="Latest event time absorbed (unix seconds)"))
         return snap
 
-    def absorb_threads(self, owner: str, partition: int, partial: Partial) -> None:
-        """Live: the latest thread sums of one ingest partition under its current owner. A
-        previous owner's last report stays as the partition's history before the handover."""
-        self._thread_partials[(owner, partition)] = partial
+    def absorb_threads(self, partition: int, next_offset: int, partial: Partial) -> None:
+        """Live: the thread sums of one ingest partition over its records before
+        ``next_offset``. A worker that takes a partition over rebuilds its state from the
+        partition's start, so the report covering the most records holds the whole history; a
+        late report of the previous owner covers less and is ignored."""
+        held = self._thread_partials.get(partition)
+        if held is None or next_offset >= held[0]:
+            self._thread_partials[partition] = (next_offset, partial)
 
     def threads_snapshot(self) -> Snapshot:
         if self.config.threads_local:
             return self.threads.snapshot()
-        return totals_snapshot(merge(self._thread_partials.values()), self.config.threads.buckets)
+        return totals_snapshot(merge(p for _, p in self._thread_partials.values()),
+                               self.config.threads.buckets)
 
     def alerts_report(self) -> list[dict[str, Any]]:
         return self.detectors.report() if self.detectors is not None else []

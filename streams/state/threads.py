@@ -8,7 +8,9 @@ Definitions (the paper gives the findings, not the formulas; these are our choic
 - ``thread_repliers{bucket}``: mean number of distinct commenting agents other than the post's
   author, over posts with at least one comment.
 - ``threads_uncommented_ratio{bucket}``: among posts at least ``horizon`` old (event time),
-  the share that got no comment within ``horizon`` of being posted.
+  the share that got no comment within ``horizon`` of being posted. "Old" is judged by the
+  latest event time the engine saw (:meth:`ThreadsEngine.expire`): live, each events partition's
+  own, so a quiet partition's verdicts lag the busy ones'.
 - bucket: the post's upvotes (``buckets`` are lower bounds; default 0, 1-4, 5-19, 20-99,
   100+), as last seen from its PostEvent or VoteEvents; a post's uncommented verdict is
   bucketed by its upvotes when the horizon passes.
@@ -240,6 +242,10 @@ class ThreadsEngine:
 
     def snapshot(self) -> Snapshot:
         return totals_snapshot(self.partial(), self.config.buckets)
+
+    def __len__(self) -> int:
+        """Live (not yet folded) threads."""
+        return len(self._live)
 
 
 def totals_snapshot(total: Partial, buckets: tuple[int, ...] = DEFAULT_BUCKETS) -> Snapshot:

@@ -85,6 +85,9 @@ def sample(metrics: dict[str, Any], name: str) -> float | None:
 
 def test_real_threads_through_two_workers(moltbook_data: Path, stack_settings: Settings,
                                           tmp_path: Path) -> None:
+    """The second worker joins mid-stream: the partitions it is handed are restored from
+    their start (de-dup memory and thread state), so repeats after the handover are still
+    caught and the thread figures equal the offline replay's."""
     files = sorted((moltbook_data / "api" / "posts").glob("*.json"))
     want = direct_counts(files)
     items = items_of(files)
@@ -96,18 +99,25 @@ def test_real_threads_through_two_workers(moltbook_data: Path, stack_settings: S
              for i in range(2)]
     procs.append(ManagedProcess("api", cli_argv("api", "--loglevel", "warning"),
                                 lambda: port_open(s.api_port), tmp_path / "api.log", env=env))
+    api = f"http://127.0.0.1:{s.api_port}"
     try:
-        for p in procs:
-            p.start()
-        api = f"http://127.0.0.1:{s.api_port}"
+        procs[2].start()
+        procs[0].start()
         wait_for(lambda: (httpx.get(f"{api}/readyz").status_code == 200, None))
-        time.sleep(8)  # let the two workers' group settle before the data arrives
-
-        sent = items + items[:50]  # the head again: paging repeats
-        # a repeated bad record is counted each time it arrives: it was received twice
-        null_sent = sum(isinstance(i, DeadLetter) for i in sent)
+        half = len(items) // 2
         sink = KafkaSink(s)
-        publish(sent, sink)
+        publish(items[:half], sink)
+        head_posts = replay(items[:half]).pipeline.snapshot().value("posts_total")
+        wait_for(lambda: (sample(httpx.get(f"{api}/v1/metrics").json(), "posts_total")
+                          == head_posts, None))
+
+        procs[1].start()
+        log1 = tmp_path / "worker1.log"
+        wait_for(lambda: ("newly assigned" in log1.read_text(), None))
+        # a repeated bad record is counted each time it arrives: it was received twice
+        sent = items + items[:50]  # the head again after the handover: paging repeats
+        null_sent = sum(isinstance(i, DeadLetter) for i in sent)
+        publish(items[half:] + items[:50], sink)
         sink.close()
         raw = KafkaProducer(bootstrap_servers=s.kafka_bootstrap, acks="all")
         raw.send(s.topic("events"), b'{"kind": "post", "id": ', key=b"x")
@@ -127,6 +137,7 @@ def test_real_threads_through_two_workers(moltbook_data: Path, stack_settings: S
                 "posts": sample(m, "posts_total"), "comments": sample(m, "comments_total")}
 
         m = wait_for(counted)
+        assert "restored" in log1.read_text(), "no partition with records changed hands"
         assert sample(m, "agents_total") == want["agents"]
         assert m["counters"]["dead_letters:bad_json"] == 1
         assert m["counters"]["dead_letters:invalid"] == 1
@@ -143,14 +154,21 @@ def test_real_threads_through_two_workers(moltbook_data: Path, stack_settings: S
         # the offline replay of the same items computes the same values; thread figures
         # here are sums of the two workers' per-partition partials
         offline = replay(sent).pipeline.snapshot()
-        live = {(x["name"], tuple(sorted(x["labels"].items()))): x["value"]
-                for x in m["samples"]}
-        compared = [s for s in offline.samples if s.name in (
-            "posts_total", "comments_total", "agents_total", "threads", "thread_depth",
-            "thread_repliers", "graph_edges", "graph_interactions_total")]
+        compared = {(s_.name, tuple(sorted(s_.labels))): s_.value for s_ in offline.samples
+                    if s_.name in ("posts_total", "comments_total", "agents_total", "threads",
+                                   "thread_depth", "thread_repliers", "graph_edges",
+                                   "graph_interactions_total")}
         assert len(compared) > 10
-        for s_ in compared:
-            assert live[(s_.name, tuple(sorted(s_.labels)))] == pytest.approx(s_.value), s_
+
+        def agrees() -> tuple[bool, Any]:
+            # thread partials reach the reducer on the workers' next timer tick
+            got = {(x["name"], tuple(sorted(x["labels"].items()))): x["value"]
+                   for x in httpx.get(f"{api}/v1/metrics").json()["samples"]}
+            wrong = {k: (got.get(k), v) for k, v in compared.items()
+                     if got.get(k) != pytest.approx(v)}
+            return not wrong, wrong
+
+        wait_for(agrees, timeout=30)
 
         # per-agent values through the API agree with the snapshot's top list (the live
         # refresh times differ from offline ones, so the vectors are compared live to live)
@@ -194,12 +212,20 @@ def test_restarted_worker_rebuilds_the_society_state(moltbook_data: Path,
         return ManagedProcess(f"worker{i}", cli_argv("worker", "--loglevel", "info"),
                               lambda: True, tmp_path / f"worker{i}.log", env=env)
 
-    def figures(after: float) -> tuple[bool, dict[str, Any]]:
+    def figures(after: float) -> tuple[bool, dict[Any, float]]:
         m = httpx.get(url).json()
-        got = {x["name"]: x["value"] for x in m["samples"] if not x["labels"]}
-        return (m["snapshot_at"] or 0) > after and got.get("events_processed_total") == want, got
+        got = {(x["name"], tuple(sorted(x["labels"].items()))): x["value"]
+               for x in m["samples"]}
+        return ((m["snapshot_at"] or 0) > after
+                and got.get(("events_processed_total", ())) == offline.events
+                and all(got.get(k) == pytest.approx(v) for k, v in threads.items()), got)
 
-    want = float(replay(items).pipeline.events)
+    offline = replay(items).pipeline
+    # uncommented verdicts are judged by each partition's own event-time watermark live, so
+    # only the restart, not the offline replay, must leave them as they were
+    threads = {(x.name, tuple(sorted(x.labels))): x.value for x in offline.snapshot().samples
+               if x.name in ("threads", "thread_depth", "thread_repliers")}
+    assert threads
     first = worker(0)
     try:
         api.start()
@@ -217,7 +243,10 @@ def test_restarted_worker_rebuilds_the_society_state(moltbook_data: Path,
         finally:
             second.stop()
         for name in ("posts_total", "comments_total", "agents_total", "graph_interactions_total"):
-            assert after[name] == before[name], name
+            assert after[(name, ())] == before[(name, ())], name
+        for key in before:
+            if key[0].startswith("thread"):
+                assert after[key] == pytest.approx(before[key]), key
     finally:
         first.stop()
         api.stop()

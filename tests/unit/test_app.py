@@ -12,7 +12,8 @@ import pytest
 from service.config import Settings
 from streams.app import create_app
 from streams.events import CommentEvent, PostEvent
-from streams.messages import decode_society
+from streams.messages import Forwarded, decode_society, encode_society, encode_threads
+from streams.state.threads import Partial, Sums
 
 T = datetime(2026, 2, 1, 12, tzinfo=UTC)
 
@@ -41,7 +42,7 @@ async def test_ingest_dedups_and_dead_letters(worker) -> None:  # type: ignore[n
         for value in (post("1"), post("2"), post("1"), b"{not json", b'{"kind": "post"}'):
             await agent.put(value=value, key=b"k")
     forwarded = [ev.id for c in state.topics["society"].send.await_args_list
-                 for ev, _ in decode_society(c.kwargs["value"])]
+                 for f in decode_society(c.kwargs["value"]) for ev in [f.event]]
     assert forwarded == ["post:1", "post:2"]
     assert state.duplicates == 1
     reasons = [json.loads(c.kwargs["value"])["reason"]
@@ -50,14 +51,31 @@ async def test_ingest_dedups_and_dead_letters(worker) -> None:  # type: ignore[n
 
 
 async def test_reduce_feeds_the_pipeline(worker) -> None:  # type: ignore[no-untyped-def]
-    from streams.messages import encode_society
-
     app, state = worker
-    reply = CommentEvent(id="comment:c", event_time=T, observed_at=T, comment_id="c",
-                         post_id="1", author="bob", reply_to="ann", content="hi")
+    first = Forwarded(PostEvent.model_validate_json(post("1")), None, 0, 4)
+    reply = Forwarded(CommentEvent(id="comment:c", event_time=T, observed_at=T, comment_id="c",
+                                   post_id="1", author="bob", reply_to="ann", content="hi"),
+                      None, 1, 2)
     async with state.agents["reduce"].test_context() as agent:
-        await agent.put(value=encode_society([(PostEvent.model_validate_json(post("1")), None)]))
-        await agent.put(value=encode_society([(reply, None)]))
+        await agent.put(value=encode_society([first]))
+        await agent.put(value=encode_society([reply]))
     snap = state.pipeline.snapshot()
     assert snap.value("posts_total") == 1.0 and snap.value("comments_total") == 1.0
     assert state.dirty
+
+
+async def test_reduce_applies_each_record_once(worker) -> None:  # type: ignore[no-untyped-def]
+    """A rebalance re-reads the society topic from its start, and a handover may forward a
+    record twice: the events partition and offset each event was read at decide."""
+    app, state = worker
+    a = Forwarded(PostEvent.model_validate_json(post("1")), None, 0, 4)
+    b = Forwarded(PostEvent.model_validate_json(post("2")), None, 0, 9)
+    full = Partial(by_bucket={"0": Sums(posts=2)})
+    async with state.agents["reduce"].test_context() as agent:
+        await agent.put(value=encode_society([a]))
+        await agent.put(value=encode_threads(0, 10, full))
+        await agent.put(value=encode_society([a, b]))  # the new owner forwards 4 again
+        await agent.put(value=encode_threads(0, 5, Partial(by_bucket={"0": Sums(posts=1)})))
+    snap = state.pipeline.snapshot()
+    assert snap.value("posts_total") == 2.0
+    assert snap.value("threads", bucket="0") == 2.0  # the stale report covered fewer records
