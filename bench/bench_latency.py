@@ -31,13 +31,13 @@ alert consumed from the alerts topic and queued by the dispatcher (group due tim
 trigger the newest event included in the firing evaluation was sent: evaluations happen on a
 wall-clock timer, so the firing one has already seen events after the trigger.
 
-Variants, side by side on the same seeds: ``default`` is the stack as shipped; ``fetch`` changes
-only the worker's Kafka fetch wait; ``tuned`` shortens every wait on the path (``--tuned-*``):
-the fetch wait (Faust hard-codes ``fetch_max_wait_ms=1500`` and Tansu answers a parked fetch
-late, so each of the three topic hops waits), ingest's batch wait (``society.embed_wait_s``),
-the snapshot timer that evaluates the detectors (``snapshot_interval_s``) and the dispatcher's
-``group_wait_s`` (``MOLTSCOPE_DELIVERY__GROUP_WAIT_S``). All but the fetch wait are settings;
-for that one the worker is started through a launcher that patches it in the child only.
+Variants, side by side on the same seeds: ``default`` is the stack as shipped; ``faust`` is
+the default with Faust's own Kafka fetch wait (1500 ms: Tansu answers a parked fetch late, so
+each of the three topic hops waits; ``kafka_fetch_wait_ms`` ships at 100); ``tuned`` shortens
+every wait on the path (``--tuned-*``): the fetch wait, ingest's batch wait
+(``society.embed_wait_s``), the snapshot timer that evaluates the detectors
+(``snapshot_interval_s``) and the dispatcher's ``group_wait_s``. All are settings
+(``MOLTSCOPE_KAFKA_FETCH_WAIT_MS``, ``MOLTSCOPE_DELIVERY__GROUP_WAIT_S``, ...).
 
 Speed-up caveat: the live reducer evaluates once per ``snapshot_interval_s`` of wall time, i.e.
 every ``speed x snapshot_interval_s`` of event time. Detectors that sample on evaluation (the
@@ -45,10 +45,12 @@ super-node detector takes a PageRank snapshot at most every ``sample_interval_s`
 a coarser series than offline once that exceeds their step: keep ``--speed`` under ~300 for
 ``--all`` with the default interval (at 600x the default stack missed the super-node).
 
-Measured (2 loaded cores, surge, seeds 0-3, 120x, no model): default 2.6-4.3 s (median ~4 s:
-~2.3 s to the firing evaluation = two topic hops + ingest batch wait + timer phase, ~0.6 s
-over the alerts topic, ~1.1 s group wait + dispatch poll, ~0.02 s POST); fetch wait 100 ms
-alone 2.5 s; tuned 0.57-0.81 s. ``--embed`` and 600x change little. ``--all`` at 600x, seed 0:
+Measured (2 cores, surge, 120x, no model): with Faust's 1500 ms fetch wait (the ``faust``
+variant, the shipped default before ``kafka_fetch_wait_ms``) 2.6-4.3 s over seeds 0-3 (median
+~3.4-4 s: ~2.3 s to the firing evaluation = two topic hops + ingest batch wait + timer phase,
+~0.6 s over the alerts topic, ~1.1 s group wait + dispatch poll, ~0.02 s POST); ``default``
+(100 ms) 2.5-2.6 s over seeds 0-1, the alerts hop down to 0.06 s; tuned 0.57-0.90 s.
+``--embed`` and 600x change little. ``--all`` at 600x, seed 0, before the fetch setting:
 default surge 2.1, burst 7.0 (reducer behind by ~4 s), collapse 4.1 s; tuned 0.7-1.3 s.
 """
 
@@ -101,22 +103,6 @@ DETECTOR_OF = {"surge": "surge", "supernode": "supernode", "burst": "burst", "dr
 TOKEN = "bench-latency-token-0123456789abcdef"
 SECRET = "bench-latency-secret-0123456789"
 GRACE = timedelta(hours=1)  # an alert this long after its label's window still matches
-ROOT = Path(__file__).resolve().parents[1]
-
-# Runs `moltscope worker` with the fetch wait Faust hard-codes (1500 ms) replaced.
-LAUNCHER = """
-import sys
-sys.path.insert(0, {root!r})
-from faust.transport.drivers import aiokafka as driver
-create = driver.AIOKafkaConsumerThread._create_worker_consumer
-def create_low_wait(self, transport):
-    consumer = create(self, transport)
-    consumer._fetch_max_wait_ms = {fetch_ms!r}  # read by AIOKafkaConsumer.start()
-    return consumer
-driver.AIOKafkaConsumerThread._create_worker_consumer = create_low_wait
-from service.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
 
 
 @dataclass(frozen=True)
@@ -124,19 +110,12 @@ class Variant:
     name: str
     snapshot_interval_s: float = Settings().snapshot_interval_s
     embed_wait_s: float = SocietySettings().embed_wait_s
-    fetch_wait_ms: int | None = None  # None: Faust's own (1500)
+    fetch_wait_ms: int = Settings().kafka_fetch_wait_ms
     group_wait_s: float = DispatcherConfig().group_wait_s
 
-    def worker_argv(self) -> list[str]:
-        if self.fetch_wait_ms is None:
-            return cli_argv("worker", "--loglevel", "warning")
-        code = LAUNCHER.format(root=str(ROOT), fetch_ms=self.fetch_wait_ms)
-        return [sys.executable, "-c", code, "worker", "--loglevel", "warning"]
-
     def describe(self) -> str:
-        fetch = "1500 (Faust)" if self.fetch_wait_ms is None else str(self.fetch_wait_ms)
         return (f"{self.name}: snapshot_interval_s {self.snapshot_interval_s:g}, "
-                f"embed_wait_s {self.embed_wait_s:g}, fetch_max_wait_ms {fetch}, "
+                f"embed_wait_s {self.embed_wait_s:g}, kafka_fetch_wait_ms {self.fetch_wait_ms}, "
                 f"group_wait_s {self.group_wait_s:g}")
 
 
@@ -387,6 +366,7 @@ def run_live(prep: Prepared, variant: Variant, args: argparse.Namespace, kafka_p
                  redis_url=f"redis://127.0.0.1:{redis_port}/0", topic_prefix=prefix,
                  api_port=free_port(), api_token=TOKEN, embed=args.embed,
                  snapshot_interval_s=variant.snapshot_interval_s,
+                 kafka_fetch_wait_ms=variant.fetch_wait_ms,
                  society=SocietySettings(embed_wait_s=variant.embed_wait_s),
                  delivery=DispatcherConfig(group_wait_s=variant.group_wait_s),
                  embedded=EmbeddedSettings(enabled=False, data_dir=tmp / prefix))
@@ -401,7 +381,7 @@ def run_live(prep: Prepared, variant: Variant, args: argparse.Namespace, kafka_p
     ensure_topics(s)
     env = settings_env(s)
     logs = tmp / prefix
-    procs = [ManagedProcess("worker", variant.worker_argv(),
+    procs = [ManagedProcess("worker", cli_argv("worker", "--loglevel", "warning"),
                             lambda: True, logs / "worker.log", env=env),
              ManagedProcess("api", cli_argv("api", "--loglevel", "warning"),
                             lambda: port_open(s.api_port), logs / "api.log", env=env)]
@@ -582,16 +562,16 @@ def main() -> None:
                     "the society before it, if that is shorter at this speed)")
     ap.add_argument("--timeout", type=float, default=60.0,
                     help="wall seconds to wait for deliveries after the last trigger")
-    ap.add_argument("--variants", nargs="+", choices=["default", "fetch", "tuned"],
-                    default=["default", "tuned"],
-                    help="fetch = the default with only the tuned Kafka fetch wait")
+    ap.add_argument("--variants", nargs="+", choices=["default", "faust", "tuned"],
+                    default=["default", "faust", "tuned"],
+                    help="faust = the default with Faust's own Kafka fetch wait (1500 ms)")
     ap.add_argument("--tuned-snapshot-interval", type=float, default=0.25)
     ap.add_argument("--tuned-embed-wait", type=float, default=0.1)
     ap.add_argument("--tuned-fetch-wait-ms", type=int, default=100)
     ap.add_argument("--tuned-group-wait", type=float, default=0.25)
     args = ap.parse_args()
     known = {"default": Variant("default"),
-             "fetch": Variant("fetch", fetch_wait_ms=args.tuned_fetch_wait_ms),
+             "faust": Variant("faust", fetch_wait_ms=1500),
              "tuned": Variant("tuned", args.tuned_snapshot_interval, args.tuned_embed_wait,
                               args.tuned_fetch_wait_ms, args.tuned_group_wait)}
     variants = [known[name] for name in dict.fromkeys(args.variants)]

@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     # Tansu holds a group join for half the session timeout: keep it short.
     broker_session_timeout_s: float = 6.0
     broker_heartbeat_interval_s: float = 1.0
+    kafka_fetch_wait_ms: int = Field(
+        100, ge=0, description="Longest a worker's Kafka fetch waits for data before it answers "
+        "empty (Faust fixes 1500 ms): an alert crosses three topics and may wait this at each")
     snapshot_interval_s: float = Field(1.0, description="How often state is published to Redis")
     series_points: int = Field(1440, description="Recent points kept per metric series")
     agents_interval_s: float = Field(10.0, description="How often per-agent values reach Redis")

@@ -29,6 +29,7 @@ from typing import Any
 import faust
 import httpx
 import redis
+from faust.transport.drivers import aiokafka as faust_kafka
 from kafka import KafkaConsumer, TopicPartition
 from pydantic import ValidationError
 
@@ -145,6 +146,33 @@ def _text(event: Event) -> str:
     return event.text if isinstance(event, PostEvent) else getattr(event, "content", "")
 
 
+def _transport(fetch_wait_ms: int) -> type[faust_kafka.Transport]:
+    """Faust's aiokafka transport with the fetch wait set: Faust passes a fixed
+    ``fetch_max_wait_ms=1500`` to its worker consumer, and aiokafka reads the value at start."""
+
+    class ConsumerThread(faust_kafka.AIOKafkaConsumerThread):
+        def _create_worker_consumer(self, transport: Any) -> Any:
+            consumer = super()._create_worker_consumer(transport)
+            consumer._fetch_max_wait_ms = fetch_wait_ms
+            return consumer
+
+    class WaitingConsumer(faust_kafka.Consumer):
+        def _new_consumer_thread(self) -> ConsumerThread:
+            return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    class Transport(faust_kafka.Transport):
+        Consumer = WaitingConsumer
+
+    return Transport
+
+
+class _App(faust.App):
+    fetch_wait_ms = 1500
+
+    def _new_transport(self) -> Any:
+        return _transport(self.fetch_wait_ms)(self.conf.broker_consumer, self)
+
+
 def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerState]:
     datadir = settings.embedded.data_dir / f"{settings.topic_prefix}-worker-data"
     datadir.mkdir(parents=True, exist_ok=True)  # Faust wants it even with memory tables
@@ -161,7 +189,8 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
         "datadir": str(datadir),
     }
     conf.update(overrides)
-    app = faust.App(f"{settings.topic_prefix}-worker", **conf)
+    app = _App(f"{settings.topic_prefix}-worker", **conf)
+    app.fetch_wait_ms = settings.kafka_fetch_wait_ms
     state = WorkerState(settings, redis.Redis.from_url(settings.redis_url))
     batch_size = settings.society.embed_batch
 

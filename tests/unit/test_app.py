@@ -79,3 +79,17 @@ async def test_reduce_applies_each_record_once(worker) -> None:  # type: ignore[
     snap = state.pipeline.snapshot()
     assert snap.value("posts_total") == 2.0
     assert snap.value("threads", bucket="0") == 2.0  # the stale report covered fewer records
+
+
+async def test_worker_consumer_takes_the_fetch_wait() -> None:
+    """Faust fixes the worker consumer's fetch wait at 1500 ms; the setting replaces it."""
+    settings = Settings(kafka_url="kafka://127.0.0.1:9", redis_url="redis://127.0.0.1:9/0",
+                        embed=False, topic_prefix="unit", kafka_fetch_wait_ms=123)
+    app, _ = create_app(settings)
+    app.finalize()
+    thread = app.consumer._new_consumer_thread()
+    consumer = thread._create_worker_consumer(app.transport)
+    try:
+        assert consumer._fetch_max_wait_ms == 123
+    finally:
+        await consumer.stop()
