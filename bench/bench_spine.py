@@ -8,6 +8,10 @@ The same raw Moltbook API answers (from the simulator's raw mode) are normalised
 go straight into the pipeline, online they are published to Kafka and the clock stops when the
 worker's snapshot in Redis shows every post and comment counted. Embedding is off in both, so
 this measures the spine itself.
+
+Then the workers stop and one worker restarts twice, timed until its snapshot counts every
+post and comment again: once resuming from the reducer's checkpoint in Redis, once (checkpoint
+deleted) rebuilding from the society topic. Both include the consumer group's join.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 from pathlib import Path
 
 import redis
+from kafka import KafkaConsumer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -68,7 +73,7 @@ def main() -> None:
                 redis_server(rp, Path(tmp) / "redis", Path(tmp) / "redis.log"):
             s = Settings(kafka_url=f"kafka://127.0.0.1:{kp}", redis_url=f"redis://127.0.0.1:{rp}",
                          topic_prefix="bench", partitions=max(2, args.workers),
-                         snapshot_interval_s=0.25, embed=False)
+                         snapshot_interval_s=0.25, checkpoint_interval_s=2.0, embed=False)
             ensure_topics(s)
             workers = [ManagedProcess(f"w{i}", cli_argv("worker", "--loglevel", "warning"),
                                       lambda: True, Path(tmp) / f"w{i}.log",
@@ -88,8 +93,36 @@ def main() -> None:
                     break
                 time.sleep(0.05)
             t_online = time.perf_counter() - t0
+            society = s.topic("society")
+            ends = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap)
+            end = ends.end_offsets([TopicPartition(society, 0)])[TopicPartition(society, 0)]
+            ends.close()
+            r = redis.Redis(port=rp)
+            key = "bench:reducer:checkpoint"
+            while int(r.hget(key, "offset") or 0) < end:  # the checkpoint covers everything
+                time.sleep(0.2)
             for w in workers:
                 w.stop()
+            size = r.hstrlen(key, "state")
+
+            def restart(name: str) -> float:
+                started, t0 = time.time(), time.perf_counter()
+                w = ManagedProcess(name, cli_argv("worker", "--loglevel", "warning"),
+                                   lambda: True, Path(tmp) / f"{name}.log",
+                                   env=settings_env(s)).start()
+                while True:
+                    got = {x.name: x.value for x in store.samples()}
+                    if ((store.snapshot_at() or 0) > started
+                            and (got.get("posts_total"), got.get("comments_total")) == want):
+                        break
+                    time.sleep(0.05)
+                elapsed = time.perf_counter() - t0
+                w.stop()
+                return elapsed
+
+            t_resume = restart("resumed")
+            r.delete(key)
+            t_rebuild = restart("rebuilt")
 
     print(f"items: {n} ({len(answers)} raw post answers)")
     print(f"normaliser:            {n / t_norm:10.0f} items/s")
@@ -99,6 +132,8 @@ def main() -> None:
     print(f"through the broker ({args.workers} worker{'s' if args.workers > 1 else ''}): "
           f"{n / t_online:10.0f} events/s (publish to counted in Redis)")
     print(f"ratio online/offline:  {(t_norm + t_off) / (t_norm + t_online):10.3f}")
+    print(f"reducer restart: {t_resume:.1f} s from the checkpoint ({size / 1e6:.1f} MB), "
+          f"{t_rebuild:.1f} s rebuilding {end} society messages: {t_rebuild / t_resume:.1f}x")
 
 
 if __name__ == "__main__":

@@ -98,6 +98,9 @@ class Settings(BaseSettings):
         100, ge=0, description="Longest a worker's Kafka fetch waits for data before it answers "
         "empty (Faust fixes 1500 ms): an alert crosses three topics and may wait this at each")
     snapshot_interval_s: float = Field(1.0, description="How often state is published to Redis")
+    checkpoint_interval_s: float = Field(
+        300.0, ge=0, description="How often the reducer checkpoints its state to Redis, so a "
+        "restart replays only what came after (0: never; a restart replays the society topic)")
     series_points: int = Field(1440, description="Recent points kept per metric series")
     agents_interval_s: float = Field(10.0, description="How often per-agent values reach Redis")
     dedup_capacity: int = Field(2_000_000, description="Event ids remembered per partition")

@@ -6,12 +6,13 @@ Topology (``<p>`` = ``settings.topic_prefix``):
   (bad records -> ``<p>-deadletters``), de-duplicate by event id (per partition: a key's
   repeats land in its partition), embed the texts of a batch (``take_events`` bounded in size
   and time; vectors cached by content hash in Redis), forward event + float16 vector to
-  ``<p>-society``. Its only state is the de-dup memory, so adding workers scales it, and with
-  it the embedding, the pipeline's physical limit.
+  ``<p>-society``. Its state (de-dup memory, per-thread state) is per partition and restored
+  from the partition on a handover, so adding workers scales it, and with it the embedding,
+  the pipeline's physical limit.
 - ``<p>-society`` (one partition) -> **reduce**: the single reducer that owns the society-wide
   :class:`~streams.pipeline.Pipeline` (activity, centroid, 10-NN, n-grams, PageRank, threads,
   cascades, detectors). A timer advances it, writes its snapshot to Redis and publishes alert
-  transitions to ``<p>-alerts``.
+  transitions to ``<p>-alerts``; another checkpoints it to Redis.
 - ``<p>-alerts`` (one partition) -> **alerts**: history in Redis and the webhook dispatcher's
   durable queue; one worker at a time (a Redis lease) drains that queue to the webhooks.
 - ``<p>-deadletters`` (one partition) -> **dead_letters**: counted by reason in Redis.
@@ -24,15 +25,20 @@ import logging
 import os
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import faust
 import httpx
 import redis
 from faust.transport.drivers import aiokafka as faust_kafka
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as TP
+from kafka.errors import KafkaError
 from pydantic import ValidationError
 
+import detectors
+import streams
 from detectors.alert import Alert
 from service.config import Settings
 from service.delivery.dispatcher import Dispatcher
@@ -40,6 +46,7 @@ from service.delivery.history import AlertHistory
 from service.delivery.webhooks import WebhookRegistry
 from service.stores.agents import AgentStore
 from service.stores.metrics import MetricStore
+from service.stores.reducer_checkpoint import ReducerCheckpoint, fingerprint
 from service.stores.vector_cache import RedisVectorCache
 from streams.embedding import Embedder
 from streams.events import DeadLetter, Event, PostEvent, parse_event
@@ -72,7 +79,15 @@ class WorkerState:
         # de-dup and per-thread state live with their events partition; the reducer sums the
         # partitions' thread partials
         self.parts: dict[int, PartitionState] = {}
-        self.applied: dict[int, int] = {}  # reducer: events partition -> next offset applied
+        # reducer: events partition -> next offset applied; the society topic's next offset to
+        # apply and the raw message before it (the checkpoint's anchor)
+        self.applied: dict[int, int] = {}
+        self.society_next = 0
+        self.society_last = b""
+        self.resumed = False  # a checkpoint was looked for since the society partition came
+        self.checkpointed = 0
+        self.checkpoint = ReducerCheckpoint(client, settings.topic_prefix,
+                                            state_version(self.pipeline.config))
         self.owner = f"{os.getpid()}@{os.uname().nodename}"
         self.embedder: Embedder | None = None
         self.http: httpx.AsyncClient | None = None
@@ -86,6 +101,26 @@ class WorkerState:
         self.dispatcher = Dispatcher(client, WebhookRegistry(client, settings.topic_prefix),
                                      settings.topic_prefix, settings.delivery)
 
+    def resume_reducer(self) -> None:
+        """Take the checkpoint over if it is ahead of this worker's own reducer state (blocking:
+        it may read the society topic and unpickle a large state)."""
+        try:
+            found = self.checkpoint.load(lambda offset: society_message(self.settings, offset))
+        except (redis.RedisError, KafkaError) as exc:
+            log.warning("reducer: checkpoint unreadable (%s): replaying the society topic", exc)
+            return
+        if found is None:
+            log.info("reducer: no usable checkpoint, replaying the society topic from offset %d",
+                     self.society_next)
+            return
+        offset, (pipeline, applied) = found
+        if offset <= self.society_next:
+            return
+        self.pipeline, self.applied, self.society_next = pipeline, applied, offset
+        self.checkpointed = offset
+        self.society_last = b""  # set again by the next message applied
+        log.info("reducer: resumed from the checkpoint at society offset %d", offset)
+
     def new_partition(self) -> PartitionState:
         return PartitionState(self.settings.dedup_capacity, self.pipeline.config.threads)
 
@@ -97,6 +132,32 @@ class WorkerState:
         return self.embedder
 
 
+def state_version(config: object) -> str:
+    """What a checkpoint must match: the engines' code and the pipeline's configuration."""
+    roots = [Path(streams.__file__).parent, Path(detectors.__file__).parent]
+    sources = [p.read_text() for root in roots for p in sorted(root.rglob("*.py"))]
+    return fingerprint(sources, repr(config))
+
+
+def society_message(settings: Settings, offset: int) -> bytes | None:
+    """The raw society-topic message at ``offset`` (None if the topic does not hold it)."""
+    if offset < 0:
+        return None
+    tp = TP(settings.topic("society"), 0)
+    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap,
+                             enable_auto_commit=False, group_id=None)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, offset)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=1000, max_records=1).values():
+                return next((r.value for r in records if r.offset == offset), None)
+        return None
+    finally:
+        consumer.close()
+
+
 def restore_partition(settings: Settings, partition: int, until: int,
                       part: PartitionState) -> PartitionState:
     """Replay one events partition from its start up to ``until`` (exclusive) into ``part``:
@@ -105,7 +166,7 @@ def restore_partition(settings: Settings, partition: int, until: int,
     it in an executor. Costs one read of the partition's retained records; logs progress."""
     if until == 0:  # handed from the start: nothing before it
         return part
-    tp = TopicPartition(settings.topic("events"), partition)
+    tp = TP(settings.topic("events"), partition)
     consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap,
                              enable_auto_commit=False, group_id=None)
     try:
@@ -196,8 +257,8 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
 
     events = app.topic(settings.topic("events"), value_serializer="raw", key_serializer="raw",
                        partitions=settings.partitions)
-    # never acked, so never committed: a restarted or newly assigned reducer re-reads the
-    # retained society topic from the start and rebuilds the society-wide state exactly
+    # never acked, so never committed: a restarted or newly assigned reducer reads the retained
+    # topic from the start, skipping what its checkpoint (if usable) already holds
     society = app.topic(settings.topic("society"), value_serializer="raw", partitions=1,
                         acks=False)
     alerts = app.topic(settings.topic("alerts"), value_serializer="raw", partitions=1)
@@ -243,10 +304,24 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
                     value=encode_society([Forwarded(ev, vectors.get(ev.id), partition, offset)
                                           for ev, partition, offset in admitted]))
 
+    def holds_society() -> bool:
+        held = TP(society.get_topic_name(), 0) in app.consumer.assignment()
+        if not held:  # the next time it is handed here, a newer checkpoint may exist
+            state.resumed = False
+        return held
+
     @app.agent(society)
     async def reduce(stream: faust.StreamT) -> None:
-        async for payload in stream:
-            msg = decode_society(payload)
+        async for event in stream.events():
+            if not state.resumed:
+                state.resumed = True
+                await asyncio.get_running_loop().run_in_executor(None, state.resume_reducer)
+            offset = event.message.offset
+            if offset < state.society_next:
+                # in the checkpoint, or a rebalance re-seeking the topic to its start
+                continue
+            state.society_next, state.society_last = offset + 1, event.value
+            msg = decode_society(event.value)
             if isinstance(msg, ThreadsPartial):
                 state.pipeline.absorb_threads(msg.partition, msg.next_offset, msg.partial)
             else:
@@ -299,7 +374,7 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
             state.store.incr("duplicates", state.duplicates)
             state.duplicates = 0
         latest = state.pipeline.latest
-        if latest is None:
+        if latest is None or not holds_society():  # a former reducer's state is stale
             return
         idle = time.time() - state.last_event_wall
         if state.dirty or idle > IDLE_AFTER_S:
@@ -311,6 +386,19 @@ def create_app(settings: Settings, **overrides: Any) -> tuple[faust.App, WorkerS
         if state.dirty:
             state.dirty = False
             state.store.write(state.pipeline.snapshot(), at=time.time())
+
+    if settings.checkpoint_interval_s > 0:
+        @app.timer(settings.checkpoint_interval_s)
+        async def checkpoint() -> None:
+            if not holds_society() or state.society_next <= state.checkpointed:
+                return
+            # between two messages, on the loop: the state is consistent while it is pickled
+            started = time.perf_counter()
+            saved = state.checkpoint.save(state.society_next, state.society_last,
+                                          (state.pipeline, state.applied))
+            state.checkpointed = saved.offset
+            log.info("reducer checkpoint at society offset %d: %.1f MB in %.2f s", saved.offset,
+                     saved.size / 1e6, time.perf_counter() - started)
 
     agent_store = AgentStore(state.redis, settings.topic_prefix)
 
