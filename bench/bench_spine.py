@@ -12,6 +12,10 @@ this measures the spine itself.
 Then the workers stop and one worker restarts twice, timed until its snapshot counts every
 post and comment again: once resuming from the reducer's checkpoint in Redis, once (checkpoint
 deleted) rebuilding from the society topic. Both include the consumer group's join.
+
+Measured (2 cores, 165k items from --events 50000): normaliser 67.7k items/s, pipeline offline
+2.9k events/s, through Tansu with one worker 2.4k events/s (online/offline 0.84); restart
+7.2 s from a 36 MB checkpoint against 37.8 s rebuilding 2,570 society messages (5.3x).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -49,6 +54,20 @@ def normalise(answers: list[str]) -> list:
     for a in answers:
         items += normalise_post_detail(a, origin="bench")
     return items
+
+
+def counts(store: MetricStore) -> tuple[float | None, float | None]:
+    got = {x.name: x.value for x in store.samples()}
+    return got.get("posts_total"), got.get("comments_total")
+
+
+def until(done: Callable[[], bool], what: str, timeout_s: float = 300.0) -> None:
+    """Poll ``done`` every 50 ms; a stuck stack fails the run instead of hanging it."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} after {timeout_s:.0f} s")
+        time.sleep(0.05)
 
 
 def main() -> None:
@@ -87,11 +106,7 @@ def main() -> None:
             publish(items, sink)
             sink.close()
             t_pub = time.perf_counter() - t0
-            while True:
-                got = {x.name: x.value for x in store.samples()}
-                if (got.get("posts_total"), got.get("comments_total")) == want:
-                    break
-                time.sleep(0.05)
+            until(lambda: counts(store) == want, "every post and comment counted")
             t_online = time.perf_counter() - t0
             society = s.topic("society")
             ends = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap)
@@ -99,8 +114,7 @@ def main() -> None:
             ends.close()
             r = redis.Redis(port=rp)
             key = "bench:reducer:checkpoint"
-            while int(r.hget(key, "offset") or 0) < end:  # the checkpoint covers everything
-                time.sleep(0.2)
+            until(lambda: int(r.hget(key, "offset") or 0) >= end, "a checkpoint of it all")
             for w in workers:
                 w.stop()
             size = r.hstrlen(key, "state")
@@ -110,12 +124,8 @@ def main() -> None:
                 w = ManagedProcess(name, cli_argv("worker", "--loglevel", "warning"),
                                    lambda: True, Path(tmp) / f"{name}.log",
                                    env=settings_env(s)).start()
-                while True:
-                    got = {x.name: x.value for x in store.samples()}
-                    if ((store.snapshot_at() or 0) > started
-                            and (got.get("posts_total"), got.get("comments_total")) == want):
-                        break
-                    time.sleep(0.05)
+                until(lambda: (store.snapshot_at() or 0) > started and counts(store) == want,
+                      f"{name}: every post and comment counted again")
                 elapsed = time.perf_counter() - t0
                 w.stop()
                 return elapsed

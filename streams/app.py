@@ -119,6 +119,8 @@ class WorkerState:
         self.pipeline, self.applied, self.society_next = pipeline, applied, offset
         self.checkpointed = offset
         self.society_last = b""  # set again by the next message applied
+        self.last_event_wall = time.time()  # idle time counts from here, not from 1970
+        self.dirty = True  # publish the resumed state even before anything new arrives
         log.info("reducer: resumed from the checkpoint at society offset %d", offset)
 
     def new_partition(self) -> PartitionState:

@@ -4,6 +4,7 @@ dead letters and the reducer's pipeline."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from unittest.mock import AsyncMock
 
@@ -93,3 +94,30 @@ async def test_worker_consumer_takes_the_fetch_wait() -> None:
         assert consumer._fetch_max_wait_ms == 123
     finally:
         await consumer.stop()
+
+
+def test_resumed_reducer_takes_a_checkpoint_ahead_of_it(
+        redis_client, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """From a checkpoint: the state, the offsets, a fresh snapshot, and idle time counted from
+    the resume (the reducer advances event time after 10 s without events)."""
+    import streams.app as app_module
+
+    port = redis_client.connection_pool.connection_kwargs["port"]
+    settings = Settings(kafka_url="kafka://127.0.0.1:9", redis_url=f"redis://127.0.0.1:{port}/0",
+                        embed=False, topic_prefix="unitresume")
+    topic = {0: b"zero", 1: b"one"}
+    monkeypatch.setattr(app_module, "society_message", lambda _s, offset: topic.get(offset))
+    _, before = create_app(settings)
+    before.pipeline.update(PostEvent.model_validate_json(post("1")))
+    before.checkpoint.save(2, topic[1], (before.pipeline, {0: 5}))
+
+    _, state = create_app(settings)
+    state.resume_reducer()
+    assert (state.society_next, state.applied) == (2, {0: 5})
+    assert state.pipeline.snapshot().value("posts_total") == 1.0
+    assert state.dirty and time.time() - state.last_event_wall < app_module.IDLE_AFTER_S
+
+    _, ahead = create_app(settings)
+    ahead.society_next = 3  # its own state is further on: the checkpoint is not taken
+    ahead.resume_reducer()
+    assert ahead.pipeline.snapshot().value("posts_total") == 0.0
