@@ -11,11 +11,13 @@ this measures the spine itself.
 
 Then the workers stop and one worker restarts twice, timed until its snapshot counts every
 post and comment again: once resuming from the reducer's checkpoint in Redis, once (checkpoint
-deleted) rebuilding from the society topic. Both include the consumer group's join.
+deleted) rebuilding from the society topic. Both include the consumer group's join. Last, a
+handover's restore of one events partition (de-dup and thread state) is timed on its own.
 
-Measured (2 cores, 165k items from --events 50000): normaliser 67.7k items/s, pipeline offline
-2.9k events/s, through Tansu with one worker 2.4k events/s (online/offline 0.84); restart
-7.2 s from a 36 MB checkpoint against 37.8 s rebuilding 2,570 society messages (5.3x).
+Measured (2 cores, 165k items from --events 50000, two runs): normaliser 65-68k items/s,
+pipeline offline 2.9k events/s, through Tansu with one worker 2.4-2.5k events/s (online/offline
+0.84); restart 7.2-7.5 s from a 36 MB checkpoint against 37.8-42.5 s rebuilding ~2,550 society
+messages (5.3-5.7x); a partition restore reads 15k records/s, 6.2x the stream's rate.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from service.sources.normalise import normalise_post_detail  # noqa: E402
 from service.sources.simulate import SimulationConfig, Simulator  # noqa: E402
 from service.stack import cli_argv, settings_env  # noqa: E402
 from service.stores.metrics import MetricStore  # noqa: E402
+from streams.app import restore_partition  # noqa: E402
+from streams.partition import PartitionState  # noqa: E402
 from streams.pipeline import Pipeline, PipelineConfig  # noqa: E402
 from streams.replay import replay  # noqa: E402
 
@@ -134,6 +138,15 @@ def main() -> None:
             r.delete(key)
             t_rebuild = restart("rebuilt")
 
+            # a handover: one worker's restore of events partition 0 from its start
+            tp = TopicPartition(s.topic("events"), 0)
+            ends = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap)
+            records = ends.end_offsets([tp])[tp]
+            ends.close()
+            t0 = time.perf_counter()
+            restore_partition(s, 0, records, PartitionState(s.dedup_capacity))
+            t_restore = time.perf_counter() - t0
+
     print(f"items: {n} ({len(answers)} raw post answers)")
     print(f"normaliser:            {n / t_norm:10.0f} items/s")
     print(f"pipeline offline:      {n / t_off:10.0f} events/s")
@@ -142,6 +155,8 @@ def main() -> None:
     print(f"through the broker ({args.workers} worker{'s' if args.workers > 1 else ''}): "
           f"{n / t_online:10.0f} events/s (publish to counted in Redis)")
     print(f"ratio online/offline:  {(t_norm + t_off) / (t_norm + t_online):10.3f}")
+    print(f"partition restore:     {records / t_restore:10.0f} records/s ({records} records, "
+          f"{records / t_restore / (n / t_online):.1f}x the stream's rate through the broker)")
     print(f"reducer restart: {t_resume:.1f} s from the checkpoint ({size / 1e6:.1f} MB), "
           f"{t_rebuild:.1f} s rebuilding {end} society messages: {t_rebuild / t_resume:.1f}x")
 
