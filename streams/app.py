@@ -149,6 +149,8 @@ def society_message(settings: Settings, offset: int) -> bytes | None:
     consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap,
                              enable_auto_commit=False, group_id=None)
     try:
+        if offset >= consumer.end_offsets([tp])[tp]:  # e.g. a recreated, shorter topic
+            return None
         consumer.assign([tp])
         consumer.seek(tp, offset)
         deadline = time.monotonic() + 10
