@@ -65,6 +65,15 @@ def counts(store: MetricStore) -> tuple[float | None, float | None]:
     return got.get("posts_total"), got.get("comments_total")
 
 
+def end_offset(s: Settings, topic: str, partition: int = 0) -> int:
+    tp = TopicPartition(s.topic(topic), partition)
+    consumer = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap)
+    try:
+        return consumer.end_offsets([tp])[tp]
+    finally:
+        consumer.close()
+
+
 def until(done: Callable[[], bool], what: str, timeout_s: float = 300.0) -> None:
     """Poll ``done`` every 50 ms; a stuck stack fails the run instead of hanging it."""
     deadline = time.monotonic() + timeout_s
@@ -112,10 +121,7 @@ def main() -> None:
             t_pub = time.perf_counter() - t0
             until(lambda: counts(store) == want, "every post and comment counted")
             t_online = time.perf_counter() - t0
-            society = s.topic("society")
-            ends = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap)
-            end = ends.end_offsets([TopicPartition(society, 0)])[TopicPartition(society, 0)]
-            ends.close()
+            end = end_offset(s, "society")
             r = redis.Redis(port=rp)
             key = "bench:reducer:checkpoint"
             until(lambda: int(r.hget(key, "offset") or 0) >= end, "a checkpoint of it all")
@@ -139,10 +145,7 @@ def main() -> None:
             t_rebuild = restart("rebuilt")
 
             # a handover: one worker's restore of events partition 0 from its start
-            tp = TopicPartition(s.topic("events"), 0)
-            ends = KafkaConsumer(bootstrap_servers=s.kafka_bootstrap)
-            records = ends.end_offsets([tp])[tp]
-            ends.close()
+            records = end_offset(s, "events")
             t0 = time.perf_counter()
             restore_partition(s, 0, records, PartitionState(s.dedup_capacity))
             t_restore = time.perf_counter() - t0

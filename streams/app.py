@@ -24,6 +24,8 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -141,25 +143,33 @@ def state_version(config: object) -> str:
     return fingerprint(sources, repr(config))
 
 
+@contextmanager
+def _partition_reader(settings: Settings, topic: str, partition: int) -> Iterator[
+        tuple[KafkaConsumer, TP]]:
+    """A group-less consumer assigned to one partition of one of our topics, closed after."""
+    tp = TP(settings.topic(topic), partition)
+    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap,
+                             enable_auto_commit=False, group_id=None)
+    try:
+        consumer.assign([tp])
+        yield consumer, tp
+    finally:
+        consumer.close()
+
+
 def society_message(settings: Settings, offset: int) -> bytes | None:
     """The raw society-topic message at ``offset`` (None if the topic does not hold it)."""
     if offset < 0:
         return None
-    tp = TP(settings.topic("society"), 0)
-    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap,
-                             enable_auto_commit=False, group_id=None)
-    try:
+    with _partition_reader(settings, "society", 0) as (consumer, tp):
         if offset >= consumer.end_offsets([tp])[tp]:  # e.g. a recreated, shorter topic
             return None
-        consumer.assign([tp])
         consumer.seek(tp, offset)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=1000, max_records=1).values():
                 return next((r.value for r in records if r.offset == offset), None)
         return None
-    finally:
-        consumer.close()
 
 
 def restore_partition(settings: Settings, partition: int, until: int,
@@ -170,11 +180,7 @@ def restore_partition(settings: Settings, partition: int, until: int,
     it in an executor. Costs one read of the partition's retained records; logs progress."""
     if until == 0:  # handed from the start: nothing before it
         return part
-    tp = TP(settings.topic("events"), partition)
-    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap,
-                             enable_auto_commit=False, group_id=None)
-    try:
-        consumer.assign([tp])
+    with _partition_reader(settings, "events", partition) as (consumer, tp):
         consumer.seek_to_beginning(tp)
         start = consumer.position(tp)
         if start >= until:
@@ -196,10 +202,7 @@ def restore_partition(settings: Settings, partition: int, until: int,
                          part.next_offset - start, until - start)
         log.info("partition %d: restored %d records, %d threads live", partition, until - start,
                  len(part.threads))
-        part.news = True
         return part
-    finally:
-        consumer.close()
 
 
 def _dead_letter(reason: str, raw: bytes, origin: str) -> bytes:

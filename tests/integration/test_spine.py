@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from service.sources.normalise import normalise_post_detail
 from service.stack import cli_argv, settings_env
 from streams.events import DeadLetter, Event
 from streams.replay import replay
+from streams.state.base import Sample
 
 pytestmark = pytest.mark.integration
 
@@ -77,6 +79,23 @@ def wait_for(fn, timeout: float = 90.0, every: float = 0.5):  # type: ignore[no-
             return last
         time.sleep(every)
     raise AssertionError(f"condition not met in {timeout:.0f} s; last: {last!r}")
+
+
+Key = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def keyed(samples: Iterable[Sample]) -> dict[Key, float]:
+    return {(x.name, tuple(sorted(x.labels))): x.value for x in samples}
+
+
+def live(metrics: dict[str, Any]) -> dict[Key, float]:
+    """The API's samples (``/v1/metrics``) keyed as :func:`keyed` keys offline ones."""
+    return {(x["name"], tuple(sorted(x["labels"].items()))): x["value"]
+            for x in metrics["samples"]}
+
+
+def differences(got: dict[Key, float], want: dict[Key, float]) -> dict[Key, Any]:
+    return {k: (got.get(k), v) for k, v in want.items() if got.get(k) != pytest.approx(v)}
 
 
 def sample(metrics: dict[str, Any], name: str) -> float | None:
@@ -154,18 +173,15 @@ def test_real_threads_through_two_workers(moltbook_data: Path, stack_settings: S
         # the offline replay of the same items computes the same values; thread figures
         # here are sums of the two workers' per-partition partials
         offline = replay(sent).pipeline.snapshot()
-        compared = {(s_.name, tuple(sorted(s_.labels))): s_.value for s_ in offline.samples
-                    if s_.name in ("posts_total", "comments_total", "agents_total", "threads",
-                                   "thread_depth", "thread_repliers", "graph_edges",
-                                   "graph_interactions_total")}
+        compared = keyed(s_ for s_ in offline.samples
+                         if s_.name in ("posts_total", "comments_total", "agents_total",
+                                        "threads", "thread_depth", "thread_repliers",
+                                        "graph_edges", "graph_interactions_total"))
         assert len(compared) > 10
 
         def agrees() -> tuple[bool, Any]:
             # thread partials reach the reducer on the workers' next timer tick
-            got = {(x["name"], tuple(sorted(x["labels"].items()))): x["value"]
-                   for x in httpx.get(f"{api}/v1/metrics").json()["samples"]}
-            wrong = {k: (got.get(k), v) for k, v in compared.items()
-                     if got.get(k) != pytest.approx(v)}
+            wrong = differences(live(httpx.get(f"{api}/v1/metrics").json()), compared)
             return not wrong, wrong
 
         wait_for(agrees, timeout=30)
@@ -218,21 +234,18 @@ def test_restarted_worker_rebuilds_the_society_state(moltbook_data: Path,
         return ManagedProcess(f"worker{i}", cli_argv("worker", "--loglevel", "info"),
                               lambda: True, tmp_path / f"worker{i}.log", env=env)
 
-    def offline(sent: list[Event | DeadLetter]) -> dict[Any, float]:
+    def offline(sent: list[Event | DeadLetter]) -> dict[Key, float]:
         # live, uncommented verdicts are judged by each partition's event-time watermark, and
         # event time moves on with the wall clock after 10 s without events (late counts)
-        return {(x.name, tuple(sorted(x.labels))): x.value
-                for x in replay(sent).pipeline.snapshot().samples
-                if x.name in ("events_processed_total", "posts_total", "comments_total",
-                              "agents_total", "graph_interactions_total", "threads",
-                              "thread_depth", "thread_repliers")
-                or (x.name.startswith("activity_") and x.labels == (("window", "day"),))}
+        return keyed(x for x in replay(sent).pipeline.snapshot().samples
+                     if x.name in ("events_processed_total", "posts_total", "comments_total",
+                                   "agents_total", "graph_interactions_total", "threads",
+                                   "thread_depth", "thread_repliers")
+                     or (x.name.startswith("activity_") and x.labels == (("window", "day"),)))
 
-    def figures(after: float, want: dict[Any, float]) -> tuple[bool, dict[Any, Any]]:
+    def figures(after: float, want: dict[Key, float]) -> tuple[bool, dict[Key, Any]]:
         m = httpx.get(url).json()
-        got = {(x["name"], tuple(sorted(x["labels"].items()))): x["value"]
-               for x in m["samples"]}
-        wrong = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != pytest.approx(v)}
+        wrong = differences(live(m), want)
         return (m["snapshot_at"] or 0) > after and not wrong, wrong
 
     head, whole = offline(items[:half]), offline(items)
