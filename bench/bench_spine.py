@@ -12,12 +12,15 @@ this measures the spine itself.
 Then the workers stop and one worker restarts twice, timed until its snapshot counts every
 post and comment again: once resuming from the reducer's checkpoint in Redis, once (checkpoint
 deleted) rebuilding from the society topic. Both include the consumer group's join. Last, a
-handover's restore of one events partition (de-dup and thread state) is timed on its own.
+handover's restore of one events partition (de-dup and thread state) is timed on its own, and
+so is saving a reducer checkpoint of the offline pipeline's state.
 
-Measured (2 cores, 165k items from --events 50000, two runs): normaliser 65-68k items/s,
-pipeline offline 2.9k events/s, through Tansu with one worker 2.4-2.5k events/s (online/offline
-0.84); restart 7.2-7.5 s from a 36 MB checkpoint against 37.8-42.5 s rebuilding ~2,550 society
-messages (5.3-5.7x); a partition restore reads 15k records/s, 6.2x the stream's rate.
+Measured (2 cores, 165k items from --events 50000, three runs): normaliser 65-70k items/s,
+pipeline offline 2.9-3.2k events/s, through Tansu with one worker 2.4-2.6k events/s
+(online/offline 0.80-0.84); restart 7.1-7.5 s from a 36 MB checkpoint against 35.9-42.5 s
+rebuilding ~2,550 society messages (5.1-5.7x); a partition restore reads 14-15k records/s,
+5.4-6.2x the stream's rate; saving a checkpoint of the whole state (39 MB) takes 1.1 s, the
+reducer's time for ~3,700 events.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from service.sources.normalise import normalise_post_detail  # noqa: E402
 from service.sources.simulate import SimulationConfig, Simulator  # noqa: E402
 from service.stack import cli_argv, settings_env  # noqa: E402
 from service.stores.metrics import MetricStore  # noqa: E402
+from service.stores.reducer_checkpoint import ReducerCheckpoint  # noqa: E402
 from streams.app import restore_partition  # noqa: E402
 from streams.partition import PartitionState  # noqa: E402
 from streams.pipeline import Pipeline, PipelineConfig  # noqa: E402
@@ -94,8 +98,9 @@ def main() -> None:
     items = normalise(answers)
     t_norm = time.perf_counter() - t0
     t0 = time.perf_counter()
-    offline = replay(items, Pipeline(PipelineConfig(embed=False))).pipeline.snapshot()
+    pipeline = replay(items, Pipeline(PipelineConfig(embed=False))).pipeline
     t_off = time.perf_counter() - t0
+    offline = pipeline.snapshot()
     want = (offline.value("posts_total"), offline.value("comments_total"))
     n = len(items)
 
@@ -121,6 +126,11 @@ def main() -> None:
             t_pub = time.perf_counter() - t0
             until(lambda: counts(store) == want, "every post and comment counted")
             t_online = time.perf_counter() - t0
+            # what a reducer checkpoint of this state costs, in the reducer's own time
+            t0 = time.perf_counter()
+            ck_size = ReducerCheckpoint(redis.Redis(port=rp), "benchck", "bench").save(
+                1, b"", (pipeline, {})).size
+            t_ck = time.perf_counter() - t0
             end = end_offset(s, "society")
             r = redis.Redis(port=rp)
             key = "bench:reducer:checkpoint"
@@ -160,6 +170,8 @@ def main() -> None:
     print(f"ratio online/offline:  {(t_norm + t_off) / (t_norm + t_online):10.3f}")
     print(f"partition restore:     {records / t_restore:10.0f} records/s ({records} records, "
           f"{records / t_restore / (n / t_online):.1f}x the stream's rate through the broker)")
+    print(f"checkpoint save:       {t_ck:10.2f} s for {ck_size / 1e6:.1f} MB, the reducer's time "
+          f"for {t_ck * n / t_off:.0f} events ({t_ck / t_off * 100:.1f}% of this stream's)")
     print(f"reducer restart: {t_resume:.1f} s from the checkpoint ({size / 1e6:.1f} MB), "
           f"{t_rebuild:.1f} s rebuilding {end} society messages: {t_rebuild / t_resume:.1f}x")
 
