@@ -10,12 +10,26 @@ replay report writes, under the same names.
 3.0
 >>> Snapshot.merge([snap, Snapshot(details={"y": 2})]).details
 {'x': 1, 'y': 2}
+
+The engine contract (:class:`Engine`): the pipeline wraps each de-duplicated event in one
+:class:`Item` (event time as float unix seconds, the one time type of every engine; the text
+tokenised once; the post's vector when it has one; whether the verbatim filter admitted it) and
+hands the same item to every engine's ``update``; ``expire(now)`` moves event time on;
+``snapshot()`` reports. A post or comment whose author is unknown (null or deleted on the
+platform) is still a real item: ``item.author`` is None, and engines count it in everything
+that does not need an author.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from streams.events import Event
+    from streams.text import Text
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +67,32 @@ class Snapshot:
 
     def as_dict(self) -> dict[str, Any]:
         return {"samples": [s.as_dict() for s in self.samples], "details": self.details}
+
+
+@dataclass(slots=True)
+class Item:
+    """One de-duplicated event as every engine sees it.
+
+    t: event time, unix seconds; author: the agent, None for votes and for posts and comments
+    whose author the platform no longer names; text: the tokens of the post (title and body) or
+    comment, None for other events; vector: the text's embedding when the stage made one;
+    admitted: False for a post the verbatim filter excluded from the lexical and semantic
+    metrics.
+    """
+
+    event: Event
+    t: float
+    author: str | None = None
+    text: Text | None = None
+    vector: np.ndarray | None = None
+    admitted: bool = True
+
+
+class Engine(Protocol):
+    """What the pipeline drives: see the module docstring."""
+
+    def update(self, item: Item) -> None: ...
+
+    def expire(self, now: float) -> None: ...
+
+    def snapshot(self) -> Snapshot: ...
