@@ -87,6 +87,25 @@ class Item:
     vector: np.ndarray | None = None
     admitted: bool = True
 
+    @classmethod
+    def of(cls, event: Event, vector: np.ndarray | None = None) -> Item:
+        """The item of one event: posts and comments get their text tokenised here, once.
+
+        >>> from datetime import datetime, timezone
+        >>> from streams.events import PostEvent
+        >>> t = datetime(2026, 2, 1, tzinfo=timezone.utc)
+        >>> it = Item.of(PostEvent(id="post:1", event_time=t, observed_at=t, post_id="1",
+        ...                        author="a", title="GM", content="hello, world"))
+        >>> it.t, it.author, it.text.tokens
+        (1769904000.0, 'a', ['gm', 'hello', ',', 'world'])
+        """
+        from streams.events import CommentEvent, PostEvent
+        from streams.text import Text
+
+        text = Text.of(event.text) if isinstance(event, PostEvent | CommentEvent) else None
+        return cls(event, event.event_time.timestamp(), getattr(event, "author", None), text,
+                   vector)
+
 
 class Engine(Protocol):
     """What the pipeline drives: see the module docstring."""
