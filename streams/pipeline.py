@@ -6,10 +6,12 @@ the post's embedding when it has one; call :meth:`Pipeline.advance` as event tim
 (windows expire, PageRank refreshes, detectors evaluate: it returns the alert transitions);
 read :meth:`Pipeline.snapshot`.
 
-Routing (metrics.md): posts feed activity, the verbatim filter and then, if admitted, the
-n-gram tracker and (with their vector) the centroid and 10-NN states; comments and posts feed
-the interaction graph (PageRank, super-nodes), threads and cascades; every event feeds the
-detectors.
+The engine contract (``streams.state.base``): each event becomes one
+:class:`~streams.state.base.Item` (its text tokenised once, event time in unix seconds) that
+:meth:`Pipeline.update` hands to every engine of :attr:`Pipeline.engines` in order; each engine
+takes what it reads (metrics.md): the verbatim filter marks excluded posts first, so the n-gram,
+centroid and 10-NN states see only admitted posts; comments and posts feed the interaction
+graph (PageRank, super-nodes), threads and cascades; every event feeds the detectors.
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import PostEvent
@@ -17,7 +19,7 @@ detectors.
 >>> p = Pipeline(PipelineConfig(embed=False))
 >>> p.update(PostEvent(id="post:1", event_time=t, observed_at=t, post_id="1", author="a",
 ...                    title="gm", content="hello world"))
->>> p.advance(t)
+>>> p.advance(t.timestamp())
 []
 >>> p.snapshot().value("posts_total")
 1.0
@@ -26,16 +28,16 @@ detectors.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
 from detectors.alert import Alert
 from detectors.runner import DetectorConfig, DetectorSuite
-from streams.events import CommentEvent, Event, PostEvent, VoteEvent
+from streams.events import CommentEvent, Event, PostEvent
 from streams.state.activity import ActivityState
-from streams.state.base import Sample, Snapshot
+from streams.state.base import Engine, Item, Sample, Snapshot
 from streams.state.cascades import CascadeConfig, CascadeEngine
 from streams.state.centroid import CentroidState, Window
 from streams.state.knn import KnnState
@@ -54,7 +56,8 @@ class PipelineConfig:
     (they then feed the semantic-shift detector, never the paper's post centroid);
     window: the semantic window (day, as published, or hour); verbatim_threshold: posts whose
     exact text was seen this many times are excluded from the lexical and semantic metrics
-    (the paper's 1,000); ngram_grace_days: the live death rule's grace period;
+    (the paper's 1,000); ngram_grace_days: the live death rule's grace period; ngram_batch:
+    also keep the paper's batch rule for a finished archive (replay: its table is not bounded);
     threads_local: keep thread state here (replay); live, each ingest partition keeps it and
     the reducer sums their partials (:meth:`Pipeline.absorb_threads`);
     tick: how much event time passes between two ``advance`` evaluations (replay; the live
@@ -68,6 +71,7 @@ class PipelineConfig:
     verbatim_threshold: int = 1000
     verbatim_enabled: bool = True
     ngram_grace_days: int | None = 7
+    ngram_batch: bool = False
     influence: InfluenceConfig = field(default_factory=InfluenceConfig)
     threads: ThreadsConfig = field(default_factory=ThreadsConfig)
     threads_local: bool = True
@@ -85,7 +89,7 @@ class Pipeline:
         self.verbatim = VerbatimFilter(cfg.verbatim_threshold, enabled=cfg.verbatim_enabled)
         self.centroid = CentroidState(cfg.window)
         self.knn = KnnState(k=cfg.knn_k, window=cfg.window)
-        self.ngrams = NgramTracker(grace_days=cfg.ngram_grace_days)
+        self.ngrams = NgramTracker(grace_days=cfg.ngram_grace_days, batch=cfg.ngram_batch)
         self.influence = InfluenceEngine(cfg.influence)
         # cascades and roles read the interaction graph the influence engine feeds
         self.cascades = CascadeEngine(cfg.cascades, graph=self.influence.graph)
@@ -93,9 +97,17 @@ class Pipeline:
         self.threads = ThreadsEngine(cfg.threads)
         self._thread_partials: dict[int, tuple[int, Partial]] = {}  # partition: (offset, sums)
         self.detectors = DetectorSuite(cfg.detectors) if cfg.detectors_enabled else None
+        # the order matters: the verbatim filter marks the item before the engines that read it
+        self.engines: list[Engine] = [self.activity, self.verbatim, self.ngrams, self.centroid,
+                                      self.knn, self.influence, self.cascades, self.roles]
+        if cfg.threads_local:
+            self.engines.append(self.threads)
+        if self.detectors is not None:
+            self.engines.append(self.detectors)
         self.events = 0
-        self.latest: datetime | None = None
-        self._last_tick: datetime | None = None
+        self.latest: float | None = None
+        self._last_tick: float | None = None
+        self._tick = cfg.tick.total_seconds()
 
     def wants_vector(self, event: Event) -> bool:
         """Whether the embedding stage should embed this event's text."""
@@ -108,44 +120,24 @@ class Pipeline:
 
     def update(self, event: Event, vector: np.ndarray | None = None) -> None:
         self.events += 1
-        t = event.event_time
-        if self.latest is None or t > self.latest:
-            self.latest = t
-        self.activity.update(event)
-        if self.detectors is not None:
-            self.detectors.observe_event(event)
-        if isinstance(event, PostEvent) and self.verbatim.admit(event.text):
-            self.ngrams.update(t, event.text)
-            if vector is not None:
-                self.centroid.update(t, vector)
-                self.knn.update(t, vector)
-        if isinstance(event, PostEvent | CommentEvent | VoteEvent):
-            self.influence.update(event)
-            self.cascades.update(event)
-            if self.config.threads_local:
-                self.threads.update(event)
-        if (vector is not None and self.detectors is not None
-                and isinstance(event, PostEvent | CommentEvent)):
-            self.detectors.observe_embedding(t, event.author, vector)
+        item = Item.of(event, vector)
+        if self.latest is None or item.t > self.latest:
+            self.latest = item.t
+        for engine in self.engines:
+            engine.update(item)
 
-    def advance(self, now: datetime | None = None, *, force: bool = False) -> list[Alert]:
-        """Expire windows and evaluate detectors at ``now`` (default: the latest event time),
-        at most once per ``tick`` of event time unless ``force``; returns alert transitions."""
-        now = now or self.latest
+    def advance(self, now: float | None = None, *, force: bool = False) -> list[Alert]:
+        """Expire windows and evaluate detectors at ``now`` (unix seconds; default: the latest
+        event time), at most once per ``tick`` of event time unless ``force``; returns alert
+        transitions."""
+        now = self.latest if now is None else now
         if now is None:
             return []
-        if not force and self._last_tick is not None and now - self._last_tick < self.config.tick:
+        if not force and self._last_tick is not None and now - self._last_tick < self._tick:
             return []
         self._last_tick = now
-        self.activity.expire(now)
-        self.knn.expire(now)
-        self.ngrams.expire(now)
-        self.influence.expire(now)
-        self.cascades.expire(now)
-        self.roles.expire(now)
-        if self.config.threads_local:
-            self.threads.expire(now)
-        self.centroid.expire()
+        for engine in self.engines:
+            engine.expire(now)
         return self.detectors.evaluate(now) if self.detectors is not None else []
 
     def close(self) -> list[Alert]:
@@ -156,15 +148,12 @@ class Pipeline:
         return out
 
     def snapshot(self) -> Snapshot:
-        snap = Snapshot.merge([self.activity.snapshot(), self.verbatim.snapshot(),
-                               self.centroid.snapshot(), self.knn.snapshot(),
-                               self.ngrams.snapshot(), self.influence.snapshot(),
-                               self.threads_snapshot(), self.cascades.snapshot(),
-                               self.roles.snapshot()])
+        engines = [e for e in self.engines if e is not self.threads]
+        snap = Snapshot.merge([e.snapshot() for e in engines] + [self.threads_snapshot()])
         snap.samples.append(Sample("events_processed_total", float(self.events), kind="counter",
                                    help="De-duplicated events absorbed by the engines"))
         if self.latest is not None:
-            snap.samples.append(Sample("event_time_latest_seconds", self.latest.timestamp(),
+            snap.samples.append(Sample("event_time_latest_seconds", self.latest,
                                        help="Latest event time absorbed (unix seconds)"))
         return snap
 
