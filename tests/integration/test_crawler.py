@@ -175,12 +175,22 @@ def test_every_post_and_comment_exactly_once_under_faults(
     def metric(name: str, **labels: str) -> float:
         return registry.get_sample_value(name, labels) or 0.0
 
-    for code in (200, 404, 503):
+    # every request the fake logged is counted exactly once: under its status, or as a
+    # timeout/error when the client gave up first. Slow answers always time out; on a loaded
+    # machine a prompt answer can too (the client's 0.2 s ran out before it read the answer),
+    # and the fake cannot tell, so those "late" ones move from their status to the timeouts
+    late = 0
+    for code in (200, 404, 429, 503):
         sent = sum(x.code == code and x.fault != "slow" for x in log)
-        assert metric("moltscope_crawler_requests_total", status=str(code)) == sent
-    assert metric("moltscope_crawler_requests_total", status="429") == fake.served_429
-    assert metric("moltscope_crawler_requests_total", status="timeout") == faults["slow"]
-    assert metric("moltscope_crawler_rate_limited_total") == fake.served_429
+        counted = metric("moltscope_crawler_requests_total", status=str(code))
+        assert counted <= sent, code
+        late += int(sent - counted)
+    assert sum(x.code == 429 for x in log) == fake.served_429
+    gave_up = sum(metric("moltscope_crawler_requests_total", status=s) for s in ("timeout",
+                                                                                 "error"))
+    assert gave_up == faults["slow"] + late
+    assert metric("moltscope_crawler_rate_limited_total") == metric(
+        "moltscope_crawler_requests_total", status="429")
     assert metric("moltscope_crawler_backoff_seconds_total") >= 0.35 * faults["bare"] + 0.2 * (
         faults["429"])
     assert metric("moltscope_crawler_posts_discovered_total") == len(fake.payloads)
