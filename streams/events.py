@@ -12,6 +12,11 @@ items): ``post:<post id>``, ``comment:<comment id>``,
 ``vote:<target id>:<up>-<down>`` (the counts *after* the change),
 ``agent:<name>``, ``submolt:<name>``.
 
+A post or comment whose author the platform no longer names (``author: null``, a deleted
+account, an archive row whose agent id resolves to no name) is still a real item:
+``author`` is None. Engines count it wherever no author is needed; it only has no
+interaction edge and no per-agent state.
+
 >>> from datetime import datetime, timezone
 >>> t = datetime(2026, 1, 31, 6, 0, tzinfo=timezone.utc)
 >>> e = PostEvent(id="post:p1", event_time=t, observed_at=t, post_id="p1",
@@ -20,6 +25,8 @@ items): ``post:<post id>``, ``comment:<comment id>``,
 ('post', 'p1')
 >>> parse_event(e.model_dump_json()).post_id
 'p1'
+>>> parse_event(e.model_dump() | {"author": None}).author is None  # deleted: still a post
+True
 """
 
 from __future__ import annotations
@@ -48,7 +55,9 @@ class _Event(BaseModel):
 class PostEvent(_Event):
     kind: Literal["post"] = "post"
     post_id: str = Field(min_length=1)
-    author: str = Field(min_length=1, description="Agent name")
+    author: str | None = Field(
+        min_length=1, description="Agent name; None = the platform names no author (deleted)"
+    )
     author_id: str | None = None
     submolt: str | None = None
     title: str = ""
@@ -73,7 +82,9 @@ class CommentEvent(_Event):
     comment_id: str = Field(min_length=1)
     post_id: str = Field(min_length=1)
     parent_id: str | None = Field(default=None, description="Parent comment; None = top level")
-    author: str = Field(min_length=1)
+    author: str | None = Field(
+        min_length=1, description="Agent name; None = the platform names no author (deleted)"
+    )
     author_id: str | None = None
     reply_to: str | None = Field(
         default=None,

@@ -13,9 +13,12 @@ event becomes a :class:`~streams.events.DeadLetter` whose ``reason`` is one of :
 ``api_error``       the API answered ``success: false``
 ``missing_id``      no post/comment id or agent/submolt name (or a comment's post id)
 ``bad_timestamp``   a time is missing, unparseable, before 2020-01-01 or > 1 day after observed_at
-``null_author``     author is null or has no name (the API's unauthenticated-list incident)
-``unknown_author``  an archive row names its author only by an ``agent_id`` no lookup resolves
 ``oversized_text``  a title, content or description longer than ``max_text`` characters
+
+A missing author is never a reason: a post or comment whose author is null, has no name
+(a deleted account, the API's unauthenticated-list incident) or, in an archive row, is an
+``agent_id`` no lookup resolves, is still a real item and becomes an event with
+``author=None`` (and no AgentEvent).
 
 A dead letter's ``raw`` is the JSON of the smallest failing record (a comment without its
 ``replies``, which normalise on their own; a whole payload for ``bad_json``/``api_error``),
@@ -36,10 +39,10 @@ delivers the entity before its activity), else ``observed_at``.
 >>> items = normalise_post_detail(answer, origin="doc")
 >>> [(getattr(i, "kind", "dead"), getattr(i, "reason", None)) for i in items][:3]
 [('submolt', None), ('agent', None), ('agent', None)]
->>> [(c.comment_id, c.depth, c.reply_to) for c in items if getattr(c, "kind", "") == "comment"]
-[('c1', 1, 'KingMolt'), ('c3', 3, None)]
+>>> [(c.comment_id, c.depth, c.author, c.reply_to) for c in items if c.kind == "comment"]
+[('c1', 1, 'A', 'KingMolt'), ('c2', 2, None, 'A'), ('c3', 3, 'B', None)]
 >>> [d.reason for d in items if isinstance(d, DeadLetter)]
-['null_author']
+[]
 """
 
 from __future__ import annotations
@@ -72,8 +75,6 @@ REASONS: tuple[str, ...] = (
     "api_error",
     "missing_id",
     "bad_timestamp",
-    "null_author",
-    "unknown_author",
     "oversized_text",
 )
 DEFAULT_MAX_TEXT = 100_000
@@ -342,18 +343,23 @@ def _submolt_event(
     )
 
 
-def _author(value: Any) -> dict[str, Any]:
-    """The author object, or ``_Reject('null_author')`` when there is no usable name."""
+def _author(value: Any) -> dict[str, Any] | None:
+    """The author object; None when the platform names no author (null, no or blank name)."""
     if value is None:
-        raise _Reject("null_author")
+        return None
     if not isinstance(value, dict):
         raise _Reject("bad_shape")
     name = value.get("name")
     if name is None or (isinstance(name, str) and not name.strip()):
-        raise _Reject("null_author")
+        return None
     if not isinstance(name, str):
         raise _Reject("bad_shape")
     return value
+
+
+def _author_id(value: Any) -> Any:
+    """The author object's id, kept even when the platform gives no name with it."""
+    return value.get("id") if isinstance(value, dict) else None
 
 
 def _submolt_of(value: Any) -> dict[str, Any] | None:
@@ -396,8 +402,8 @@ def _post_event(
         observed_at=observed_at,
         source=source,
         post_id=post_id,
-        author=a["name"],
-        author_id=_str(_first(a, "id") or p.get("author_id")),
+        author=a["name"] if a else None,
+        author_id=_str(_author_id(a or p.get("author")) or p.get("author_id")),
         submolt=sub["name"] if sub else None,
         title=_text(p.get("title"), max_text),
         content=_text(p.get("content"), max_text),
@@ -419,7 +425,9 @@ def _sight(
     except _Reject:
         when = None
     with contextlib.suppress(_Reject):
-        ents.agent(_author(author), when)
+        named = _author(author)
+        if named is not None:
+            ents.agent(named, when)
     try:
         sub = _submolt_of(submolt)
         if sub:
@@ -559,8 +567,8 @@ def _comment_event(
         comment_id=comment_id,
         post_id=own_post,
         parent_id=parent_id,
-        author=a["name"],
-        author_id=_str(c.get("author_id") or a.get("id")),
+        author=a["name"] if a else None,
+        author_id=_str(c.get("author_id") or _author_id(c.get("author"))),
         reply_to=reply_to,
         post_author=post_author,
         content=_text(c.get("content"), max_text),
@@ -614,9 +622,10 @@ def normalise_post_detail(
 
     Returned in this order: SubmoltEvent, one AgentEvent per distinct author (merged: the
     post author's profile fields, comment authors' karma/followers), PostEvent, then the
-    comments in tree pre-order; dead letters sit where their record was. A dead-lettered
-    post (e.g. ``null_author``) still lets its comments normalise, with ``post_author`` and
-    the top-level ``reply_to`` None. The newer API generation has no ``comments`` key.
+    comments in tree pre-order; dead letters sit where their record was. A post or comment
+    with a null author is an event with ``author=None``; its direct replies get
+    ``reply_to`` None (and ``post_author`` None under a null-author post), as do the
+    comments of a dead-lettered post. The newer API generation has no ``comments`` key.
     """
 
     def body(data: dict[str, Any]) -> list[Item]:
@@ -691,8 +700,9 @@ def normalise_posts_list(
 ) -> list[Item]:
     """A ``GET /posts`` envelope (offset or cursor form) -> submolts, agents, posts.
 
-    List items carry only ``{id, name}`` authors; ``author: null`` items dead-letter as
-    ``null_author``. Repeats across pages are kept: de-duplicate downstream by ``id``.
+    List items carry only ``{id, name}`` authors; ``author: null`` items (the
+    unauthenticated-list incident) become posts with ``author=None``. Repeats across pages
+    are kept: de-duplicate downstream by ``id``.
     """
 
     def body(data: dict[str, Any]) -> list[Item]:
@@ -845,16 +855,12 @@ def normalise_archive_row(
     ents = _Entities()
 
     def author_of() -> dict[str, Any]:
+        """``{"name", "id"}``; the name is None when neither the row nor a lookup gives one."""
         name = _str(row.get("agent_name") or row.get("author"))
-        if name is not None:
-            return {"name": name, "id": _str(row.get("agent_id"))}
         agent_id = _str(row.get("agent_id"))
-        if agent_id is None:
-            raise _Reject("null_author")
-        resolved = agent_names.get(agent_id) if agent_names is not None else None
-        if not resolved:
-            raise _Reject("unknown_author")
-        return {"name": resolved, "id": agent_id}
+        if name is None and agent_id is not None and agent_names is not None:
+            name = agent_names.get(agent_id) or None
+        return {"name": name, "id": agent_id}
 
     def post() -> Event:
         score = _int(row.get("score"))
@@ -890,6 +896,7 @@ def normalise_archive_row(
             "post_id": post_id,
             "created_at": row.get("created_at"),
             "author": a,
+            "author_id": a["id"],
             "content": row.get("content"),
             "upvotes": max(score, 0),
             "downvotes": max(-score, 0),

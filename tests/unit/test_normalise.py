@@ -68,11 +68,9 @@ def test_post_detail_matches_a_plain_walk_of_the_json(path: Path) -> None:
     posts = [i for i in items if isinstance(i, PostEvent)]
     comments = [i for i in items if isinstance(i, CommentEvent)]
     dead = [i for i in items if isinstance(i, DeadLetter)]
-    # Every record accounted for: valid events + dead letters = records in the JSON.
-    assert len(posts) == (post["author"] is not None)
-    assert len(comments) == sum(c["author"] is not None for c, _, _ in walked)
-    assert len(dead) == (post["author"] is None) + sum(c["author"] is None for c, _, _ in walked)
-    assert {d.reason for d in dead} <= {"null_author"}
+    # Every record is an event, null authors included: real items are never lost.
+    assert len(posts) == 1 and posts[0].author == name_of(post)
+    assert len(comments) == len(walked) and not dead
 
     by_id = {c["id"]: (c, parent, depth) for c, parent, depth in walked}
     for ev in comments:
@@ -81,7 +79,7 @@ def test_post_detail_matches_a_plain_walk_of_the_json(path: Path) -> None:
         assert ev.depth == depth
         assert ev.reply_to == (name_of(parent) if parent else name_of(raw["post"]))
         assert ev.post_author == name_of(raw["post"])
-        assert ev.post_id == post["id"] and ev.author == c["author"]["name"]
+        assert ev.post_id == post["id"] and ev.author == name_of(c)
         assert ev.event_time == parse_time(c["created_at"])
 
     authors = {name_of(post)} | {c["author"]["name"] for c, _, _ in walked if c["author"]}
@@ -96,6 +94,22 @@ def test_post_detail_matches_a_plain_walk_of_the_json(path: Path) -> None:
         if not isinstance(item, DeadLetter):
             assert item.event_time.utcoffset() == timedelta(0)
             assert parse_event(item.model_dump_json()) == item  # round-trips
+
+
+NULL_AUTHOR_FILES = [p for p in POST_FILES if json.loads(p.read_text())["post"]["author"] is None]
+
+
+def test_real_null_author_posts_are_events() -> None:
+    assert len(NULL_AUTHOR_FILES) == 10  # of 158 real answers; all used to be dead letters
+    for path in NULL_AUTHOR_FILES:
+        raw = json.loads(path.read_text())
+        items = normalise_post_detail(path.read_bytes(), origin=str(path))
+        (post,) = [i for i in items if isinstance(i, PostEvent)]
+        assert post.author is None and post.post_id == raw["post"]["id"]
+        assert post.text == f"{raw['post']['title'] or ''}\n{raw['post']['content'] or ''}".strip()
+        assert not any(isinstance(i, DeadLetter) for i in items)
+        top = [c for c in items if isinstance(c, CommentEvent) and c.depth == 1]
+        assert all(c.post_author is None and c.reply_to is None for c in top)
 
 
 def test_both_api_generations() -> None:
@@ -137,7 +151,9 @@ def test_observed_at_argument_beats_downloaded_at() -> None:
 def test_posts_list_offset_form_real_file() -> None:
     path = DATA / "api" / "lists" / "posts-list-offset.json"
     items = normalise_posts_list(path.read_text(), origin=str(path))
-    assert kinds(items) == {"null_author": 1, "submolt": 1}  # the unauthenticated-list incident
+    assert kinds(items) == {"post": 1, "submolt": 1}  # the unauthenticated-list incident
+    (post,) = [i for i in items if isinstance(i, PostEvent)]
+    assert post.author is None and post.author_id is None
     assert posts_list_paging(path.read_text()) == posts_list_paging(json.loads(path.read_text()))
     paging = posts_list_paging(path.read_bytes())
     assert paging is not None and (paging.has_more, paging.next_offset, paging.count) == (
@@ -231,7 +247,12 @@ def test_observatory_documented_schema_with_lookups() -> None:
     p = items[-1]
     assert isinstance(p, PostEvent) and (p.author, p.author_id, p.downvotes) == ("Ann", "a1", 3)
     assert p.observed_at == parse_time(fetched)
-    assert normalise_archive_row("posts", post, origin="o")[0].reason == "unknown_author"
+    orphan = normalise_archive_row("posts", post, origin="o")[-1]  # a1 resolves to no name
+    assert isinstance(orphan, PostEvent) and (orphan.author, orphan.author_id) == (None, "a1")
+    nameless = normalise_archive_row("comments", {"id": "c0", "post_id": "p1", "content": "x",
+                                                  "created_at": "2026-03-02T00:00:00+00:00"},
+                                     origin="o")
+    assert [(c.kind, c.author, c.author_id) for c in nameless] == [("comment", None, None)]
     reply = {"id": "c2", "post_id": "p1", "agent_id": "a2", "parent_id": "c1", "content": "x",
              "score": 1, "created_at": "2026-03-02T00:00:00+00:00", "fetched_at": fetched}
     c = normalise_archive_row("comments", reply, origin="o", agent_names={"a2": "Bob"},
@@ -278,8 +299,7 @@ def comment(cid: str | None, name: str | None, replies: tuple[Any, ...] = (), **
         (detail(created_at=None), "bad_timestamp"),
         (detail(created_at="2019-12-31T23:59:59Z"), "bad_timestamp"),
         (detail(created_at=(T0 + timedelta(days=1, seconds=1)).isoformat()), "bad_timestamp"),
-        (detail(author=None), "null_author"),
-        (detail(author={"id": "a1", "name": ""}), "null_author"),
+        (detail(author="Ann"), "bad_shape"),
         (detail(upvotes="many"), "bad_shape"),
         (detail(content="x" * 100_001), "oversized_text"),
     ],
@@ -293,16 +313,25 @@ def test_each_reason_on_post_detail(payload: Any, reason: str) -> None:
 
 
 def test_reasons_are_all_exercised() -> None:
-    # unknown_author is covered by the archive test above; the rest by the table above.
+    # All covered by the table above; a missing author is never a reason.
     assert set(REASONS) == {"bad_json", "bad_shape", "api_error", "missing_id",
-                            "bad_timestamp", "null_author", "unknown_author", "oversized_text"}
+                            "bad_timestamp", "oversized_text"}
+
+
+@pytest.mark.parametrize("author", [None, {"id": "a1", "name": ""}, {"id": "a1"},
+                                    {"name": "   "}])
+def test_nameless_author_post_is_an_event(author: Any) -> None:
+    items = normalise_post_detail(detail(author=author), origin="t")
+    assert kinds(items) == {"submolt": 1, "post": 1}
+    (post,) = [i for i in items if isinstance(i, PostEvent)]
+    assert post.author is None and post.author_id == (author or {}).get("id")
 
 
 def test_one_bad_comment_dead_letters_only_itself() -> None:
     tree = [
         comment("c1", "Bob", (
             comment("c2", "Cy", [comment("c3", "Dee")], content="y" * 50),  # oversized
-            comment("c4", None, [comment("c5", "Eve")]),  # null author
+            comment("c4", None, [comment("c5", "Eve")]),  # null author: still a comment
         )),
         comment(None, "Fay", [comment("c6", "Gus")]),  # missing id
         comment("c7", "Hal", created_at="2010-01-01T00:00:00Z"),
@@ -310,12 +339,13 @@ def test_one_bad_comment_dead_letters_only_itself() -> None:
     ]
     items = normalise_post_detail(detail() | {"comments": tree}, origin="t", max_text=40)
     assert [d.reason for d in items if isinstance(d, DeadLetter)] == [
-        "oversized_text", "null_author", "missing_id", "bad_timestamp", "bad_shape"]
+        "oversized_text", "missing_id", "bad_timestamp", "bad_shape"]
     got = {c.comment_id: (c.parent_id, c.depth, c.reply_to)
            for c in items if isinstance(c, CommentEvent)}
     assert got == {
         "c1": (None, 1, "Ann"),
         "c3": ("c2", 3, "Cy"),  # parent dead-lettered, its author still known
+        "c4": ("c1", 2, "Bob"),
         "c5": ("c4", 3, None),  # parent's author is null: unknown
         "c6": (None, 2, "Fay"),  # parent has no id, but its author is known
     }
@@ -334,6 +364,7 @@ def test_flat_comment_list_is_linked_by_parent_id() -> None:
 def test_null_author_post_keeps_its_comments() -> None:
     payload = detail(author=None) | {"comments": [comment("c1", "Bob", [comment("c2", "Cy")])]}
     items = normalise_post_detail(payload, origin="t")
+    assert [(p.post_id, p.author) for p in items if isinstance(p, PostEvent)] == [("p1", None)]
     got = {c.comment_id: (c.reply_to, c.post_author) for c in items
            if isinstance(c, CommentEvent)}
     assert got == {"c1": (None, None), "c2": ("Bob", None)}
