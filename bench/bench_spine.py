@@ -46,7 +46,7 @@ from service.sources.simulate import SimulationConfig, Simulator  # noqa: E402
 from service.stack import cli_argv, settings_env  # noqa: E402
 from service.stores.metrics import MetricStore  # noqa: E402
 from service.stores.reducer_checkpoint import ReducerCheckpoint  # noqa: E402
-from streams.app import restore_partition  # noqa: E402
+from service.worker.topics import KafkaTopicReader  # noqa: E402
 from streams.partition import PartitionState  # noqa: E402
 from streams.pipeline import Pipeline, PipelineConfig  # noqa: E402
 from streams.replay import replay  # noqa: E402
@@ -157,7 +157,8 @@ def main() -> None:
             # a handover: one worker's restore of events partition 0 from its start
             records = end_offset(s, "events")
             t0 = time.perf_counter()
-            restore_partition(s, 0, records, PartitionState(s.dedup_capacity))
+            KafkaTopicReader(s.kafka_bootstrap, s.topic_prefix).restore_partition(
+                0, records, PartitionState(s.dedup_capacity))
             t_restore = time.perf_counter() - t0
 
     print(f"items: {n} ({len(answers)} raw post answers)")

@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from service.config import get_settings
 from streams.events import DeadLetter, Event
@@ -26,12 +27,13 @@ def _progress(total: int | None, unit: str, desc: str):  # type: ignore[no-untyp
                 disable=None)
 
 
-def _archive_items(paths: list[str], speed: float | None, desc: str
-                   ) -> Iterator[Event | DeadLetter]:
-    """Archive items in event-time order, with a bytes-read progress bar on stderr."""
+def _archive_items(paths: list[str], speed: float | None, desc: str,
+                   bar: Any = None) -> Iterator[Event | DeadLetter]:
+    """Archive items in event-time order, with a bytes-read progress bar on stderr (``bar``,
+    else a new one)."""
     from service.sources.archive import archive_size, open_archive, paced
 
-    bar = _progress(archive_size(paths), "B", desc)
+    bar = bar or _progress(archive_size(paths), "B", desc)
     try:
         items: Iterable[Event | DeadLetter] = open_archive(paths, progress=bar.update)
         yield from paced(items, speed) if speed else items
@@ -62,9 +64,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     import faust
 
-    from streams.app import create_app
+    from service.worker import build
 
-    app, _ = create_app(get_settings())
+    app, _ = build(get_settings())
     worker = faust.Worker(app, loglevel=args.loglevel)
     worker.execute_from_commandline()
     return 0
@@ -102,6 +104,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 2
     if args.report is None:
         return _publish(_archive_items(args.paths, args.speed, "replay"))
+    from service.sources.archive import archive_size
     from streams.pipeline import Pipeline
     from streams.replay import replay
 
@@ -113,8 +116,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
         from streams.embedding import Embedder
 
         embedder = Embedder(batch_size=settings.society.embed_batch)
-    result = replay(_archive_items(args.paths, None, "replay"), Pipeline(settings.pipeline()),
-                    embedder=embedder, batch=settings.society.embed_batch)
+    # the bar shows the archive's bytes read (its end is known) and the records replayed
+    bar = _progress(archive_size(args.paths), "B", "replay")
+    records = 0
+
+    def replayed(n: int) -> None:
+        nonlocal records
+        records += n
+        bar.set_postfix_str(f"{records:,} records", refresh=False)
+
+    result = replay(_archive_items(args.paths, None, "replay", bar),
+                    Pipeline(settings.pipeline()), embedder=embedder,
+                    batch=settings.society.embed_batch, progress=replayed)
     report = result.report()
     report["input"]["paths"] = args.paths
     Path(args.report).write_text(json.dumps(report, indent=1, default=str))
@@ -170,6 +183,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     import redis
     from prometheus_client import start_http_server
 
+    from service.probes.store import ProbeStore, ProbeTap
     from service.producer import KafkaSink, ensure_topics
     from service.sources.crawler import MoltbookCrawler
     from service.stores.checkpoint import CheckpointStore
@@ -190,7 +204,10 @@ def cmd_crawl(args: argparse.Namespace) -> int:
              settings.crawler.base_url, settings.crawler.requests_per_minute,
              settings.crawler.metrics_host, settings.crawler.metrics_port)
     try:
-        crawler.run(sink.send, stop, flush=sink.flush)
+        # replies to probe posts are kept for scoring (service/probes/store.py)
+        tap = ProbeTap(ProbeStore(redis.Redis.from_url(settings.redis_url),
+                                  settings.topic_prefix))
+        crawler.run(tap.wrap(sink.send), stop, flush=sink.flush)
     finally:
         crawler.close()
         sink.close()
@@ -255,6 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("schema", help="print the JSON Schema of a canonical event")
     s.set_defaults(func=cmd_schema)
+
+    from service.probes.command import add_probe_parser
+
+    add_probe_parser(sub)
     return p
 
 

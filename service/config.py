@@ -10,6 +10,7 @@ use ``__``, e.g. ``MOLTSCOPE_KAFKA_URL=kafka://broker:9092`` or
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -20,8 +21,20 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from detectors.runner import DetectorConfig
 from service.delivery.dispatcher import DispatcherConfig
+from streams.partition import DEDUP_CAPACITY
 from streams.pipeline import PipelineConfig
-from streams.state.pagerank import InfluenceConfig
+
+#: The engines' defaults: the settings below take theirs from here, never restate them.
+_PIPELINE = PipelineConfig()
+
+
+def _seconds(value: timedelta | float) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _as(default: timedelta | float, seconds: float) -> timedelta | float:
+    """``seconds`` in the type of the engine's own default."""
+    return timedelta(seconds=seconds) if isinstance(default, timedelta) else seconds
 
 
 class EmbeddedSettings(BaseModel):
@@ -65,19 +78,45 @@ class CrawlerSettings(BaseModel):
 
 
 class SocietySettings(BaseModel):
-    """The society-wide stage (see ``streams.pipeline.PipelineConfig`` for the meanings)."""
+    """The society-wide stage (see ``streams.pipeline.PipelineConfig`` for the meanings and the
+    defaults, which are the engines')."""
 
-    embed_comments: bool = False
-    window: Literal["day", "hour"] = "day"
-    verbatim_threshold: int = 1000
-    ngram_grace_days: int = 7
-    pagerank_window_s: float = 86400.0
-    pagerank_step_s: float = Field(60.0, description="Sliding-window advance: smaller batches "
-                                   "keep the incremental PageRank >= 20x cheaper than a recompute")
-    detectors: bool = True
+    embed_comments: bool = _PIPELINE.embed_comments
+    window: Literal["day", "hour"] = _PIPELINE.window
+    verbatim_threshold: int = _PIPELINE.verbatim_threshold
+    ngram_grace_days: int | None = _PIPELINE.ngram_grace_days
+    pagerank_window_s: float = Field(_seconds(_PIPELINE.influence.window),
+                                     description="The interaction graph's sliding window")
+    pagerank_step_s: float = Field(_seconds(_PIPELINE.influence.step),
+                                   description="How often the sliding window advances "
+                                   "(PageRank refresh, super-nodes)")
+    detectors: bool = _PIPELINE.detectors_enabled
     embed_batch: int = Field(64, description="Texts a batch for the model")
     embed_wait_s: float = Field(0.5, description="Longest wait to fill a batch")
     vector_cache_ttl_s: int = 7 * 86400
+
+
+class ProbeSettings(BaseModel):
+    """Probing agents (``moltscope probe``, docs/probes.md). Nothing is posted unless
+    ``api_key`` is set AND ``live`` is true; the budget is clamped under the platform's limits."""
+
+    api_key: SecretStr | None = Field(None, description="The operator's Moltbook agent key")
+    agent_name: str | None = Field(None, description="The probing agent's name: its comments "
+                                   "are never scored as replies")
+    base_url: str = "https://www.moltbook.com/api/v1"
+    live: bool = Field(False, description="Explicit switch: without it nothing is posted")
+    kill_switch: bool = Field(False, description="Refuse every write (also `moltscope probe "
+                              "kill`, a Redis flag)")
+    bank_version: str = "v1"
+    tiers: list[str] = Field(["I", "II", "III", "memory"], description="Tiers to run")
+    posts_per_day: int = Field(12, description="Daily post budget (clamped to 80% of 48)")
+    comments_per_day: int = Field(30, description="Daily comment budget (clamped to 80% of 50)")
+    post_interval_s: float = Field(7200.0, description="Schedule: seconds between probe posts "
+                                   "(at least 37.5 min)")
+    comment_interval_s: float = Field(60.0, description="Seconds between comments (>= 25 s)")
+    followup_delay_s: float = Field(600.0, description="Wait before each Tier II premise")
+    poll_s: float = Field(30.0, description="How often `probe run` checks the schedule")
+    timeout_s: float = 30.0
 
 
 class Settings(BaseSettings):
@@ -86,11 +125,10 @@ class Settings(BaseSettings):
     kafka_url: str = "kafka://127.0.0.1:19092"
     redis_url: str = "redis://127.0.0.1:16379/0"
     topic_prefix: str = "moltscope"
-    partitions: int = Field(4, description="Partitions of the keyed topics (events, embedded)")
+    partitions: int = Field(4, description="Partitions of the keyed topic (events)")
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     api_token: SecretStr | None = Field(None, description="Bearer token for write endpoints")
-    web_port: int = Field(6066, description="Faust worker's own web port")
     # Tansu holds a group join for half the session timeout: keep it short.
     broker_session_timeout_s: float = 6.0
     broker_heartbeat_interval_s: float = 1.0
@@ -103,12 +141,13 @@ class Settings(BaseSettings):
         "restart replays only what came after (0: never; a restart replays the society topic)")
     series_points: int = Field(1440, description="Recent points kept per metric series")
     agents_interval_s: float = Field(10.0, description="How often per-agent values reach Redis")
-    dedup_capacity: int = Field(2_000_000, description="Event ids remembered per partition")
-    max_text_chars: int = Field(100_000, description="Longer texts are dead-lettered")
-    embed: bool = Field(True, description="Embed texts (needed by the semantic metrics)")
+    dedup_capacity: int = Field(DEDUP_CAPACITY, description="Event ids remembered per partition")
+    embed: bool = Field(_PIPELINE.embed,
+                        description="Embed texts (needed by the semantic metrics)")
     society: SocietySettings = SocietySettings()
     embedded: EmbeddedSettings = EmbeddedSettings()
     crawler: CrawlerSettings = CrawlerSettings()
+    probes: ProbeSettings = ProbeSettings()
     alerts: DetectorConfig = Field(
         default_factory=DetectorConfig,
         description="Every detector threshold and window (defaults in detectors/*.py), e.g. "
@@ -127,8 +166,9 @@ class Settings(BaseSettings):
             threads_local=threads_local,
             embed=self.embed, embed_comments=s.embed_comments, window=s.window,
             verbatim_threshold=s.verbatim_threshold, ngram_grace_days=s.ngram_grace_days,
-            influence=InfluenceConfig(window=timedelta(seconds=s.pagerank_window_s),
-                                      step=timedelta(seconds=s.pagerank_step_s)),
+            influence=dataclasses.replace(
+                _PIPELINE.influence, window=_as(_PIPELINE.influence.window, s.pagerank_window_s),
+                step=_as(_PIPELINE.influence.step, s.pagerank_step_s)),
             detectors=self.alerts,
             detectors_enabled=s.detectors,
         )

@@ -23,7 +23,6 @@ log = logging.getLogger(__name__)
 #: Topic name -> whether it is keyed (settings.partitions partitions) or a single partition.
 TOPICS: dict[str, bool] = {
     "events": True,
-    "embed": True,
     "society": False,
     "deadletters": False,
     "alerts": False,
@@ -34,7 +33,7 @@ def ensure_topics(settings: Settings) -> None:
     """Create moltscope's topics with their partition counts, before any worker starts.
 
     Done explicitly because a broker that auto-creates topics on first use picks its own
-    partition count, which would not match the Faust tables' changelogs.
+    partition count: the events topic must have ``settings.partitions``, the others one.
     """
     admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap,
                              client_id="moltscope-admin")

@@ -19,22 +19,21 @@ Cache. Vectors are cached by :func:`content_hash` of the (cut) text through any 
 the shared one. Cached bytes are the float32 vector, so a cache hit returns exactly what the
 model returned. Duplicates inside one batch are encoded once.
 
-Wire format. :func:`quantise` packs a unit vector as ``float16`` (768 bytes for 384 dims) or
-``int8`` with one float scale per vector (384 bytes + 4). Cosine error of a pair decoded from
+Wire format (the society topic's, ``streams/messages.py``). :func:`quantise` packs a unit
+vector as ``float16`` (768 bytes for 384 dims) or ``int8`` with one float scale per vector (384
+bytes + 4). Cosine error of a pair decoded from
 either codec is at most ``cosine_error_bound(a) + cosine_error_bound(b)`` (see there): about
 1e-3 a vector for float16 and 2.6e-2 for int8 on real MiniLM vectors (worst case; measured
 pair errors on real posts stay under 4% of the bound: max 6e-5 for float16, 2e-3 for int8).
 Engines fed decoded vectors therefore move by at most 2 max e (pairwise similarity, S_10) and
-2 e / |c_a| + 2 e / |c_b| (centroid similarity); tests/unit/test_knn.py holds both. float16 is
-the default; int8 halves the topic bytes.
+2 e / |c_a| + 2 e / |c_b| (centroid similarity); tests/unit/test_knn.py holds both. The topic
+carries float16; int8 would halve its bytes.
 
 >>> q = quantise(np.array([0.6, 0.8], dtype=np.float32), "int8")
 >>> q.codec, len(q.data), round(float(q.scale), 6)
 ('int8', 2, 0.006299)
 >>> v = dequantise(q)
 >>> bool(abs(float(v @ np.array([0.6, 0.8])) - 1.0) <= cosine_error_bound(q))
-True
->>> QuantisedVector.from_dict(q.to_dict()) == q
 True
 >>> cache = DictVectorCache(max_items=2)
 >>> cache.set_many({"a": b"1", "b": b"2", "c": b"3"})
@@ -44,7 +43,6 @@ True
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 from collections import OrderedDict
@@ -103,6 +101,12 @@ class VectorCache(Protocol):
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]: ...
 
     def set_many(self, items: Mapping[str, bytes]) -> None: ...
+
+
+class TextEmbedder(Protocol):
+    """What the drivers embed with (:class:`Embedder`, or a test's stand-in)."""
+
+    def encode_batch(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
 class DictVectorCache:
@@ -229,20 +233,11 @@ class Embedder:
 
 @dataclass(frozen=True, slots=True)
 class QuantisedVector:
-    """A compact vector for the embedded-events topic."""
+    """A compact vector: the society topic's (``streams/messages.py``)."""
 
     codec: Codec
     data: bytes
     scale: float = 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"codec": self.codec, "data": base64.b64encode(self.data).decode("ascii"),
-                "scale": self.scale}
-
-    @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> QuantisedVector:
-        return QuantisedVector(codec=d["codec"], data=base64.b64decode(d["data"]),
-                               scale=float(d["scale"]))
 
 
 def quantise(v: np.ndarray, codec: Codec = "float16") -> QuantisedVector:
@@ -287,34 +282,3 @@ def cosine_error_bound(q: QuantisedVector) -> float:
         dim = len(q.data) // 2
         return 2.0 * (2.0 ** -11 + float(np.sqrt(dim)) * 2.0 ** -25)
     raise ValueError(f"unknown codec {q.codec!r}")
-
-
-def embedded_record(event: PostEvent | CommentEvent, vector: np.ndarray,
-                    codec: Codec = "float16", max_chars: int = DEFAULT_MAX_CHARS
-                    ) -> dict[str, Any]:
-    """The JSON-able message of the embedded-events topic: who, when, which text, the vector.
-
-    >>> from datetime import datetime, timezone
-    >>> t = datetime(2026, 1, 31, tzinfo=timezone.utc)
-    >>> e = PostEvent(id="post:p", event_time=t, observed_at=t, post_id="p", author="a",
-    ...               title="Hi", upvotes=3)
-    >>> rec = embedded_record(e, np.array([0.6, 0.8], dtype=np.float32))
-    >>> rec["kind"], rec["post_id"], rec["event_time"], rec["score"]
-    ('post', 'p', '2026-01-31T00:00:00+00:00', 3)
-    >>> [round(float(x), 3) for x in vector_of(rec)]
-    [0.6, 0.8]
-    """
-    return {
-        "id": event.id, "kind": event.kind, "post_id": event.post_id,
-        "comment_id": getattr(event, "comment_id", None), "author": event.author,
-        "event_time": event.event_time.isoformat(),
-        "score": event.upvotes - event.downvotes,
-        "text_hash": content_hash(text_of(event, max_chars)),
-        "vector": quantise(vector, codec).to_dict(),
-    }
-
-
-def vector_of(record: Mapping[str, Any]) -> np.ndarray:
-    """The unit float32 vector of an :func:`embedded_record`."""
-    return dequantise(QuantisedVector.from_dict(record["vector"]))
-

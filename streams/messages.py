@@ -1,7 +1,8 @@
 """Wire format of the society topic: a canonical event and, for texts, its compact embedding.
 
-Vectors travel as float16 (half the bytes of float32; cosine error below 1e-3 for unit
-vectors of dimension 384), base64 in a JSON envelope.
+Vectors travel as float16 (:func:`streams.embedding.quantise`: half the bytes of float32; a
+pair's cosine moves by at most ``2 cosine_error_bound``, about 1e-3, for unit vectors of
+dimension 384), base64 in a JSON envelope, and are decoded re-normalised.
 
 >>> import numpy as np
 >>> from datetime import datetime, timezone
@@ -26,6 +27,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from streams.embedding import QuantisedVector, dequantise, quantise
 from streams.events import Event, parse_event
 from streams.state.threads import Partial, Sums
 
@@ -59,7 +61,7 @@ def encode_society(items: Sequence[Forwarded]) -> bytes:
         body: dict[str, object] = {"e": f.event.model_dump(mode="json"), "p": f.partition,
                                    "o": f.offset}
         if f.vector is not None:
-            body["v"] = base64.b64encode(f.vector.astype(np.float16).tobytes()).decode()
+            body["v"] = base64.b64encode(quantise(f.vector, "float16").data).decode()
         batch.append(body)
     return json.dumps({"b": batch}, separators=(",", ":")).encode()
 
@@ -82,7 +84,6 @@ def decode_society(payload: bytes) -> list[Forwarded] | ThreadsPartial:
     for item in body["b"]:
         vector = None
         if "v" in item:
-            vector = np.frombuffer(base64.b64decode(item["v"]),
-                                   dtype=np.float16).astype(np.float32)
+            vector = dequantise(QuantisedVector("float16", base64.b64decode(item["v"])))
         out.append(Forwarded(parse_event(item["e"]), vector, item["p"], item["o"]))
     return out

@@ -3,41 +3,63 @@ state of the posts keyed to it, and how far into the partition they reach.
 
 ``next_offset`` lets the reducer order two reports of the same partition (a handover's late
 report covers fewer records), and a worker that takes a partition over replays its records
-before the first one it is handed through the same :meth:`PartitionState.admit`, so it holds
+before the first one it is handed through the same :meth:`PartitionState.take`, so it holds
 what the previous owner held. No I/O: the Faust agent and the restore both drive it.
 
 >>> from datetime import datetime, timezone
->>> from streams.events import CommentEvent, PostEvent
+>>> from streams.events import PostEvent
 >>> t = datetime(2026, 2, 1, tzinfo=timezone.utc)
 >>> part = PartitionState()
->>> post = PostEvent(id="post:p", event_time=t, observed_at=t, post_id="p", author="a")
->>> [part.admit(post, offset) for offset in (0, 1)]  # paging repeated the post
-[True, False]
+>>> raw = PostEvent(id="post:p", event_time=t, observed_at=t, post_id="p",
+...                 author="a").model_dump_json().encode()
+>>> [type(part.take(r, offset)).__name__ for offset, r in enumerate([raw, raw, b"{"])]
+['PostEvent', 'NoneType', 'Rejected']
 >>> part.next_offset, part.threads.thread("p")["comments"]
-(2, 0)
+(3, 0)
+>>> part.report().by_bucket["0"].posts, part.report()  # reported once until news arrive
+(1, None)
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from typing import NamedTuple
 
-from streams.events import CommentEvent, Event, PostEvent, VoteEvent
+from pydantic import ValidationError
+
+from streams.events import CommentEvent, Event, PostEvent, VoteEvent, parse_event
+from streams.state.base import Item
 from streams.state.dedup import Dedup
-from streams.state.threads import ThreadsConfig, ThreadsEngine
+from streams.state.threads import Partial, ThreadsConfig, ThreadsEngine
+
+#: Event ids remembered per partition (about 120 B an id).
+DEDUP_CAPACITY = 2_000_000
+
+
+class Rejected(NamedTuple):
+    """A record that holds no event: ``bad_json`` or ``invalid`` (it goes to the dead letters)."""
+
+    reason: str
 
 
 class PartitionState:
-    def __init__(self, dedup_capacity: int = 2_000_000,
+    def __init__(self, dedup_capacity: int = DEDUP_CAPACITY,
                  threads: ThreadsConfig | None = None) -> None:
         self.dedup = Dedup(dedup_capacity)
         self.threads = ThreadsEngine(threads)
         self.next_offset = 0
-        self.latest: datetime | None = None  # latest thread event time, for expiry
+        self.latest: float | None = None  # latest thread event time (unix s), for expiry
         self.news = False  # thread state changed since the last report
 
-    def skip(self, offset: int) -> None:
-        """A record at ``offset`` that holds no event (it went to the dead letters)."""
-        self.next_offset = offset + 1
+    def take(self, raw: bytes, offset: int) -> Event | Rejected | None:
+        """Read the raw record at ``offset``: its event if new, None if its id was seen
+        before (a repeat), :class:`Rejected` if it holds no event."""
+        try:
+            event = parse_event(raw)
+        except ValidationError as exc:
+            self.next_offset = offset + 1
+            return Rejected("bad_json" if exc.errors()[0]["type"] == "json_invalid"
+                            else "invalid")
+        return event if self.admit(event, offset) else None
 
     def admit(self, event: Event, offset: int) -> bool:
         """Take the event read at ``offset``; False if its id was seen before (a repeat)."""
@@ -45,7 +67,17 @@ class PartitionState:
         if not self.dedup.admit(event.id):
             return False
         if isinstance(event, PostEvent | CommentEvent | VoteEvent):
-            self.threads.update(event)
-            self.latest = max(self.latest or event.event_time, event.event_time)
+            item = Item.of(event)
+            self.threads.update(item)
+            self.latest = item.t if self.latest is None else max(self.latest, item.t)
             self.news = True
         return True
+
+    def report(self) -> Partial | None:
+        """The partition's thread sums (expired up to its own watermark) if they changed since
+        the last report, else None."""
+        if not self.news or self.latest is None:
+            return None
+        self.news = False
+        self.threads.expire(self.latest)
+        return self.threads.partial()

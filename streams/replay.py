@@ -17,17 +17,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
-
-from streams.events import DeadLetter, Event, PostEvent
+from streams.embedding import TextEmbedder
+from streams.events import DeadLetter, Event
+from streams.partition import DEDUP_CAPACITY
 from streams.pipeline import Pipeline
 from streams.state.dedup import Dedup
 
-
-class TextEmbedder(Protocol):
-    def encode_batch(self, texts: list[str]) -> np.ndarray: ...
+#: Records between two progress reports.
+PROGRESS_EVERY = 1000
 
 
 @dataclass
@@ -52,11 +51,13 @@ class ReplayResult:
 
 def replay(items: Iterable[Event | DeadLetter], pipeline: Pipeline | None = None, *,
            embedder: TextEmbedder | None = None, batch: int = 64,
-           dedup_capacity: int = 2_000_000,
+           dedup_capacity: int = DEDUP_CAPACITY,
            progress: Callable[[int], None] | None = None) -> ReplayResult:
     """Feed ``items`` (in event-time order) through de-duplication and the pipeline.
 
     Without an ``embedder`` the semantic engines see no vectors (the rest is unchanged).
+    ``progress(n)`` hears of every ``n`` records read (every :data:`PROGRESS_EVERY`, and the
+    rest at the end), e.g. a progress bar's ``update``.
     """
     result = ReplayResult(pipeline or Pipeline())
     p = result.pipeline
@@ -74,7 +75,7 @@ def replay(items: Iterable[Event | DeadLetter], pipeline: Pipeline | None = None
                 vec = vectors[i]
                 i += 1
             p.update(ev, vec)
-            p.advance(ev.event_time)
+            p.advance()  # at the latest event time; the pipeline evaluates once per tick
         waiting.clear()
         texts.clear()
 
@@ -87,12 +88,14 @@ def replay(items: Iterable[Event | DeadLetter], pipeline: Pipeline | None = None
         else:
             waiting.append(item)
             if embedder is not None and p.wants_vector(item):
-                texts.append(item.text if isinstance(item, PostEvent) else item.content)
+                texts.append(item.text)
             # drain when the text batch is full; never let non-text events pile up behind it
             if len(texts) >= batch or not texts or len(waiting) >= 16 * batch:
                 drain()
-        if progress is not None:
-            progress(1)
+        if progress is not None and result.read % PROGRESS_EVERY == 0:
+            progress(PROGRESS_EVERY)
     drain()
     p.close()
+    if progress is not None and result.read % PROGRESS_EVERY:
+        progress(result.read % PROGRESS_EVERY)
     return result

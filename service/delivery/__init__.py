@@ -1,16 +1,11 @@
 """Alert delivery: history in Redis, webhook registry, and a durable, ordered, signed dispatcher.
 
-Wiring (worker side):
-
-1. One :class:`detectors.runner.DetectorSuite` in a single-partition reducer (the detectors
-   keep global state): ``observe_event`` for every canonical event, ``observe_embedding`` for
-   every embedded post, then ``poll(now)`` (at most once per ``evaluate_interval_s``) with
-   ``now`` = the newest event time, or the wall clock when the stream is quiet, so that
-   incidents still resolve.
-2. Every returned :class:`detectors.alert.Alert` goes to the ``alerts`` topic as
-   ``alert.model_dump_json()`` (key: ``alert.fingerprint``, so one incident stays in order).
-3. The alerts consumer calls ``AlertHistory.record(alert)`` and ``Dispatcher.submit(alert)``;
-   ``Dispatcher.run(stop)`` runs as a background task of the same worker.
+Wiring (worker side, ``streams/app.py`` through ``service/worker``): the reducer's
+``Pipeline.advance`` returns :class:`detectors.alert.Alert` transitions (event time, or the
+wall clock when the stream is quiet, so incidents still resolve); each goes to the ``alerts``
+topic as ``alert.model_dump_json()``; the alerts agent hands it to
+:class:`~service.delivery.desk.AlertDesk` (history, then the dispatcher's queue), and a timer
+runs ``AlertDesk.dispatch()``, one delivery round on the worker holding the lease.
 
 API side: include ``service.api.alerts.router`` and ``service.api.webhooks.router``, and
 register ``AlertHistoryCollector(AlertHistory(redis, prefix))`` with the Prometheus registry.

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 import redis
 
+from streams.reducer import AgentValues
+
 Graph = Literal["window", "cumulative"]
 
 
@@ -38,14 +40,12 @@ class AgentStore:
             pipe.delete(key)
         pipe.execute()
 
-    def write_scores(self, graph: Graph, scores: Mapping[str, float]) -> None:
-        self._replace(f"{self.p}:pagerank:{graph}", "zset", scores)
-
-    def write_supernodes(self, records: Mapping[str, dict[str, Any]]) -> None:
-        self._replace(f"{self.p}:supernodes", "hash", records)
-
-    def write_roles(self, roles: Mapping[str, int]) -> None:
-        self._replace(f"{self.p}:roles", "hash", roles)
+    def write(self, values: AgentValues) -> None:
+        """Replace every per-agent value with the reducer's latest."""
+        self._replace(f"{self.p}:pagerank:window", "zset", values.window)
+        self._replace(f"{self.p}:pagerank:cumulative", "zset", values.cumulative)
+        self._replace(f"{self.p}:supernodes", "hash", values.supernodes)
+        self._replace(f"{self.p}:roles", "hash", values.roles)
 
     def top(self, graph: Graph, k: int) -> list[dict[str, Any]]:
         rows = self.r.zrevrange(f"{self.p}:pagerank:{graph}", 0, k - 1, withscores=True)

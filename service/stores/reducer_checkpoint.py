@@ -5,33 +5,23 @@ the whole retained topic.
 One hash ``{prefix}:reducer:checkpoint`` = {``offset``: next society offset to apply,
 ``anchor``: SHA-256 of the raw message just before it, ``version``, ``state``}, written with one
 HSET, so a reader sees an old or a new checkpoint whole. A checkpoint is used only when
-``version`` matches (the fingerprint of the engines' code and configuration: another version's
-objects may not fit) and the society topic still holds the same message at ``offset - 1`` (a
-recreated topic, e.g. the embedded broker keeps no data across restarts, starts over at offset
-0: an old checkpoint's position would skip its first messages). Otherwise the reducer rebuilds
+``version`` matches (``streams.reducer.state_version``: a hash of the engines' code and
+configuration, so another version's objects, which may not fit, are never loaded) and the
+society topic still holds the same message at ``offset - 1`` (a recreated topic, e.g. the
+embedded broker keeps no data across restarts, starts over at offset 0: an old checkpoint's
+position would skip its first messages). Otherwise the reducer rebuilds
 from the topic. The state is a pickle: Redis is moltscope's own store, trusted as the worker.
-
->>> fingerprint(["a = 1"], "cfg") == fingerprint(["a = 1"], "cfg"), len(fingerprint([], ""))
-(True, 16)
 """
 
 from __future__ import annotations
 
 import hashlib
 import pickle
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import redis
-
-
-def fingerprint(sources: Iterable[str], config: str) -> str:
-    h = hashlib.sha256()
-    for text in sources:
-        h.update(text.encode())
-    h.update(config.encode())
-    return h.hexdigest()[:16]
 
 
 def anchor_of(raw: bytes) -> str:

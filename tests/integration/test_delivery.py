@@ -31,6 +31,7 @@ from service.api import webhooks as webhooks_api
 from service.api.deps import settings_dep
 from service.config import Settings
 from service.delivery.alertmanager import DELIVERY_HEADER, SIGNATURE_HEADER, ZERO_TIME, verify
+from service.delivery.desk import AlertDesk
 from service.delivery.dispatcher import Dispatcher, DispatcherConfig
 from service.delivery.history import AlertHistory, AlertHistoryCollector
 from service.delivery.webhooks import WebhookIn, WebhookRegistry
@@ -347,3 +348,27 @@ def test_transport_errors_are_retried(redis_client: redis.Redis, prefix: str) ->
     for _ in range(5):
         tick(d, clock, 5.0)
     assert len(calls) == 3 and d.backlog() == {}
+
+
+def test_alert_desk_queues_each_transition_once_and_one_worker_delivers(
+        redis_client: redis.Redis, receiver: Receiver, prefix: str) -> None:
+    """The worker's side: a rebuilt reducer re-issues transitions (the history drops them),
+    and of two workers only the one holding the delivery lease drains the queue."""
+    WebhookRegistry(redis_client, prefix).create(WebhookIn(url=receiver.url))
+    cfg = DispatcherConfig(group_wait_s=0.0)
+    first, second = (AlertDesk(redis_client, prefix, cfg, owner=o) for o in ("w1", "w2"))
+    first.receive(alert("token:CLAW"))
+    second.receive(alert("token:CLAW"))  # the same transition again
+
+    async def rounds() -> list[dict[str, int]]:
+        out = [await first.dispatch(), await second.dispatch(), await first.dispatch()]
+        for desk in (first, second):
+            if desk.http is not None:
+                await desk.http.aclose()
+        return out
+
+    got = asyncio.run(rounds())
+    assert got[1] == {}  # the second worker does not hold the lease
+    assert sum(r.get("delivered", 0) for r in got) == 1 and len(receiver.messages) == 1
+    redis_client.delete(f"{prefix}:dq:lease")  # the first worker's lease lapsed
+    assert second.holds_lease() and not first.holds_lease()

@@ -1,35 +1,109 @@
-"""The Faust agents without a broker (``agent.test_context()``): validation, de-duplication,
-dead letters and the reducer's pipeline."""
+"""The Faust driver without a broker (``agent.test_context()``) and with in-memory collaborators:
+validation, de-duplication, dead letters, the reducer's pipeline, the checkpoint resume; the
+worker entry point that wires the real collaborators; and the layering (nothing under
+``streams/`` imports ``service/``)."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import json
+import shutil
 import time
+from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 from unittest.mock import AsyncMock
 
 import pytest
 
+import streams.reducer
 from service.config import Settings
-from streams.app import create_app
+from service.stores.reducer_checkpoint import ReducerCheckpoint
+from service.worker import build, driver_config
+from streams.app import Collaborators, Driver, create_app
 from streams.events import CommentEvent, PostEvent
 from streams.messages import Forwarded, decode_society, encode_society, encode_threads
+from streams.partition import PartitionState
+from streams.reducer import IDLE_AFTER_S, AgentValues, state_version
+from streams.state.base import Snapshot
 from streams.state.threads import Partial, Sums
 
+ROOT = Path(__file__).resolve().parents[2]
 T = datetime(2026, 2, 1, 12, tzinfo=UTC)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.counters: Counter[str] = Counter()
+        self.snapshots: list[Snapshot] = []
+
+    def heartbeat(self, component: str, ttl_s: float = 15.0) -> None:
+        pass
+
+    def incr(self, counter: str, by: int = 1) -> None:
+        self.counters[counter] += by
+
+    def write(self, snapshot: Snapshot, at: float | None = None) -> None:
+        self.snapshots.append(snapshot)
+
+
+class Agents:
+    def __init__(self) -> None:
+        self.values: list[AgentValues] = []
+
+    def write(self, values: AgentValues) -> None:
+        self.values.append(values)
+
+
+class Desk:
+    def __init__(self) -> None:
+        self.received: list[Any] = []
+
+    def receive(self, alert: Any) -> None:
+        self.received.append(alert)
+
+    async def dispatch(self) -> dict[str, int]:
+        return {}
+
+
+class Topics:
+    def __init__(self, society: dict[int, bytes] | None = None) -> None:
+        self.society = society or {}
+        self.restored: list[tuple[int, int]] = []
+
+    def society_message(self, offset: int) -> bytes | None:
+        return self.society.get(offset)
+
+    def restore_partition(self, partition: int, until: int,
+                          part: PartitionState) -> PartitionState:
+        self.restored.append((partition, until))
+        return part
+
+
+def settings(**kw: Any) -> Settings:
+    return Settings(kafka_url="kafka://127.0.0.1:9", redis_url="redis://127.0.0.1:9/0",
+                    embed=False, topic_prefix="unit", **kw)
+
+
+def collaborators(checkpoints: Any = None, topics: Topics | None = None) -> Collaborators:
+    def no_model() -> Any:
+        raise AssertionError("embed=False: the model is never loaded")
+
+    return Collaborators(metrics=Metrics(), agents=Agents(), alerts=Desk(),
+                         checkpoints=checkpoints, topics=topics or Topics(), embedder=no_model)
 
 
 @pytest.fixture
 def worker():  # type: ignore[no-untyped-def]
-    settings = Settings(kafka_url="kafka://127.0.0.1:9", redis_url="redis://127.0.0.1:9/0",
-                        embed=False, topic_prefix="unit")
-    app, state = create_app(settings)
+    app, driver = create_app(driver_config(settings()), collaborators())
     app.finalize()
     app.conf.store = "memory://"
     app.flow_control.resume()
     for name in ("society", "deadletters"):
-        state.topics[name].send = AsyncMock()  # type: ignore[method-assign]
-    return app, state
+        driver.topics[name].send = AsyncMock()  # type: ignore[method-assign]
+    return app, driver
 
 
 def post(pid: str) -> bytes:
@@ -38,55 +112,54 @@ def post(pid: str) -> bytes:
 
 
 async def test_ingest_dedups_and_dead_letters(worker) -> None:  # type: ignore[no-untyped-def]
-    app, state = worker
-    async with state.agents["ingest"].test_context() as agent:
+    app, driver = worker
+    async with driver.agents["ingest"].test_context() as agent:
         for value in (post("1"), post("2"), post("1"), b"{not json", b'{"kind": "post"}'):
             await agent.put(value=value, key=b"k")
-    forwarded = [ev.id for c in state.topics["society"].send.await_args_list
-                 for f in decode_society(c.kwargs["value"]) for ev in [f.event]]
+    forwarded = [f.event.id for c in driver.topics["society"].send.await_args_list
+                 for f in decode_society(c.kwargs["value"])]
     assert forwarded == ["post:1", "post:2"]
-    assert state.duplicates == 1
+    assert driver.duplicates == 1
     reasons = [json.loads(c.kwargs["value"])["reason"]
-               for c in state.topics["deadletters"].send.await_args_list]
+               for c in driver.topics["deadletters"].send.await_args_list]
     assert reasons == ["bad_json", "invalid"]
+    assert driver.io.topics.restored == [(0, 0)]  # the partition was restored once
 
 
 async def test_reduce_feeds_the_pipeline(worker) -> None:  # type: ignore[no-untyped-def]
-    app, state = worker
+    app, driver = worker
     first = Forwarded(PostEvent.model_validate_json(post("1")), None, 0, 4)
     reply = Forwarded(CommentEvent(id="comment:c", event_time=T, observed_at=T, comment_id="c",
                                    post_id="1", author="bob", reply_to="ann", content="hi"),
                       None, 1, 2)
-    async with state.agents["reduce"].test_context() as agent:
+    async with driver.agents["reduce"].test_context() as agent:
         await agent.put(value=encode_society([first]))
         await agent.put(value=encode_society([reply]))
-    snap = state.pipeline.snapshot()
+    snap = driver.pipeline.snapshot()
     assert snap.value("posts_total") == 1.0 and snap.value("comments_total") == 1.0
-    assert state.dirty
+    assert driver.reducer.dirty
 
 
 async def test_reduce_applies_each_record_once(worker) -> None:  # type: ignore[no-untyped-def]
     """A rebalance re-reads the society topic from its start, and a handover may forward a
     record twice: the events partition and offset each event was read at decide."""
-    app, state = worker
+    app, driver = worker
     a = Forwarded(PostEvent.model_validate_json(post("1")), None, 0, 4)
     b = Forwarded(PostEvent.model_validate_json(post("2")), None, 0, 9)
     full = Partial(by_bucket={"0": Sums(posts=2)})
-    async with state.agents["reduce"].test_context() as agent:
+    async with driver.agents["reduce"].test_context() as agent:
         await agent.put(value=encode_society([a]))
         await agent.put(value=encode_threads(0, 10, full))
         await agent.put(value=encode_society([a, b]))  # the new owner forwards 4 again
         await agent.put(value=encode_threads(0, 5, Partial(by_bucket={"0": Sums(posts=1)})))
-    snap = state.pipeline.snapshot()
+    snap = driver.pipeline.snapshot()
     assert snap.value("posts_total") == 2.0
     assert snap.value("threads", bucket="0") == 2.0  # the stale report covered fewer records
 
 
 async def test_worker_consumer_takes_the_fetch_wait() -> None:
     """Faust fixes the worker consumer's fetch wait at 1500 ms; the setting replaces it."""
-    settings = Settings(kafka_url="kafka://127.0.0.1:9", redis_url="redis://127.0.0.1:9/0",
-                        embed=False, topic_prefix="unit", kafka_fetch_wait_ms=123)
-    app, _ = create_app(settings)
+    app, _ = create_app(driver_config(settings(kafka_fetch_wait_ms=123)), collaborators())
     app.finalize()
     thread = app.consumer._new_consumer_thread()
     consumer = thread._create_worker_consumer(app.transport)
@@ -96,28 +169,79 @@ async def test_worker_consumer_takes_the_fetch_wait() -> None:
         await consumer.stop()
 
 
-def test_resumed_reducer_takes_a_checkpoint_ahead_of_it(
-        redis_client, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    """From a checkpoint: the state, the offsets, a fresh snapshot, and idle time counted from
-    the resume (the reducer advances event time after 10 s without events)."""
-    import streams.app as app_module
+def test_resumed_reducer_takes_a_checkpoint_ahead_of_it(redis_client) -> None:  # type: ignore[no-untyped-def]
+    """From a checkpoint in a real Redis: the state, the offsets, a fresh snapshot, and idle
+    time counted from the resume (the reducer advances event time after 10 s without events)."""
+    config = driver_config(settings())
+    topics = Topics({0: b"zero", 1: b"one"})
 
-    port = redis_client.connection_pool.connection_kwargs["port"]
-    settings = Settings(kafka_url="kafka://127.0.0.1:9", redis_url=f"redis://127.0.0.1:{port}/0",
-                        embed=False, topic_prefix="unitresume")
-    topic = {0: b"zero", 1: b"one"}
-    monkeypatch.setattr(app_module, "society_message", lambda _s, offset: topic.get(offset))
-    _, before = create_app(settings)
+    def driver() -> Driver:
+        ck = ReducerCheckpoint(redis_client, "unitresume", state_version(config.pipeline))
+        return create_app(config, collaborators(ck, topics))[1]
+
+    before = driver()
     before.pipeline.update(PostEvent.model_validate_json(post("1")))
-    before.checkpoint.save(2, topic[1], (before.pipeline, {0: 5}))
+    before.io.checkpoints.save(2, topics.society[1], (before.pipeline, {0: 5}))
 
-    _, state = create_app(settings)
+    state = driver()
     state.resume_reducer()
-    assert (state.society_next, state.applied) == (2, {0: 5})
+    r = state.reducer
+    assert (r.next_offset, r.checkpointed, r.applied) == (2, 2, {0: 5})
     assert state.pipeline.snapshot().value("posts_total") == 1.0
-    assert state.dirty and time.time() - state.last_event_wall < app_module.IDLE_AFTER_S
+    assert r.dirty and time.time() - r.last_event_wall < IDLE_AFTER_S
 
-    _, ahead = create_app(settings)
-    ahead.society_next = 3  # its own state is further on: the checkpoint is not taken
+    ahead = driver()
+    ahead.reducer.next_offset = 3  # its own state is further on: the checkpoint is not taken
     ahead.resume_reducer()
     assert ahead.pipeline.snapshot().value("posts_total") == 0.0
+
+
+def test_worker_wires_its_collaborators_from_the_settings() -> None:
+    s = settings(checkpoint_interval_s=42.0, partitions=3)
+    app, driver = build(s)
+    assert driver.config.partitions == 3 and driver.config.checkpoint_interval_s == 42.0
+    assert driver.config.pipeline == s.pipeline(threads_local=False)
+    assert driver.io.checkpoints.version == state_version(s.pipeline(threads_local=False))
+    assert driver.io.checkpoints.key == "unit:reducer:checkpoint"
+
+
+def _imports(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def test_nothing_under_streams_imports_service() -> None:
+    """The engines and their drivers take their I/O collaborators from ``service/``; they
+    never reach for it (imports inside functions and docstring-free code alike)."""
+    offenders = {str(p.relative_to(ROOT)): sorted(m for m in _imports(p)
+                                                  if m == "service" or m.startswith("service."))
+                 for p in sorted((ROOT / "streams").rglob("*.py"))}
+    assert {k: v for k, v in offenders.items() if v} == {}
+    assert len(offenders) > 10  # the scan saw the package
+
+
+def test_checkpoint_version_follows_engine_code_and_config_not_drivers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for part in ("streams", "detectors"):
+        shutil.copytree(ROOT / part, tmp_path / part,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(streams.reducer, "_ROOT", tmp_path)
+    config = settings().pipeline(threads_local=False)
+    base = state_version(config)
+    assert base == state_version(dataclasses.replace(config))
+    assert state_version(dataclasses.replace(config, verbatim_threshold=7)) != base
+    for driver_file in ("streams/app.py", "streams/reducer.py", "streams/replay.py"):
+        with (tmp_path / driver_file).open("a") as f:
+            f.write("\n# a driver change, e.g. a log line\n")
+    assert state_version(config) == base
+    for engine_file in ("streams/state/threads.py", "streams/pipeline.py", "detectors/burst.py"):
+        with (tmp_path / engine_file).open("a") as f:
+            f.write("\n# an engine change\n")
+        changed = state_version(config)
+        assert changed != base
+        base = changed

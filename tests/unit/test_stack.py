@@ -24,3 +24,21 @@ def test_child_process_reads_the_same_settings() -> None:
     out = subprocess.run([sys.executable, "-c", probe], env=settings_env(s), check=True,
                          capture_output=True, text=True).stdout.split()
     assert out == ["False", "3", "hour", "tok", "key", "7", "True"]
+
+
+def test_society_settings_take_the_engines_defaults() -> None:
+    """One truth per default: the settings restate no engine default, they read it."""
+    from datetime import timedelta
+
+    from streams.pipeline import PipelineConfig
+
+    def seconds(v: timedelta | float) -> float:
+        return v.total_seconds() if isinstance(v, timedelta) else float(v)
+
+    engine, s = PipelineConfig(), Settings()
+    assert s.pipeline() == engine  # default settings build the engines' own configuration
+    assert s.society.pagerank_step_s == seconds(engine.influence.step)
+    assert s.society.pagerank_window_s == seconds(engine.influence.window)
+    s.society.pagerank_step_s = 60.0
+    step = s.pipeline().influence.step
+    assert seconds(step) == 60.0 and type(step) is type(engine.influence.step)

@@ -1,0 +1,54 @@
+"""The worker entry point: builds the Faust driver (``streams/app.py``) from the settings and
+hands it its I/O collaborators (Redis stores, the alert desk, the Kafka topic reader, the
+embedder with its Redis cache). ``moltscope worker`` runs :func:`build`'s app."""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+
+import faust
+import redis
+
+from service.config import Settings
+from service.delivery.desk import AlertDesk
+from service.stores.agents import AgentStore
+from service.stores.metrics import MetricStore
+from service.stores.reducer_checkpoint import ReducerCheckpoint
+from service.stores.vector_cache import RedisVectorCache
+from service.worker.topics import KafkaTopicReader
+from streams.app import Collaborators, Driver, DriverConfig, create_app
+from streams.embedding import Embedder
+from streams.reducer import state_version
+
+
+def driver_config(settings: Settings) -> DriverConfig:
+    s = settings
+    return DriverConfig(
+        topic_prefix=s.topic_prefix, kafka_url=s.kafka_url, partitions=s.partitions,
+        pipeline=s.pipeline(threads_local=False), data_dir=s.embedded.data_dir,
+        dedup_capacity=s.dedup_capacity, embed_batch=s.society.embed_batch,
+        embed_wait_s=s.society.embed_wait_s, snapshot_interval_s=s.snapshot_interval_s,
+        checkpoint_interval_s=s.checkpoint_interval_s, agents_interval_s=s.agents_interval_s,
+        dispatch_interval_s=s.delivery.poll_s, kafka_fetch_wait_ms=s.kafka_fetch_wait_ms,
+        broker_session_timeout_s=s.broker_session_timeout_s,
+        broker_heartbeat_interval_s=s.broker_heartbeat_interval_s)
+
+
+def collaborators(settings: Settings, config: DriverConfig,
+                  client: redis.Redis) -> Collaborators:
+    s, prefix = settings, settings.topic_prefix
+    cache = RedisVectorCache(client, ttl_seconds=s.society.vector_cache_ttl_s)
+    return Collaborators(
+        metrics=MetricStore(client, prefix=prefix, series_points=s.series_points),
+        agents=AgentStore(client, prefix),
+        alerts=AlertDesk(client, prefix, s.delivery, owner=f"{os.getpid()}@{os.uname().nodename}"),
+        checkpoints=ReducerCheckpoint(client, prefix, state_version(config.pipeline)),
+        topics=KafkaTopicReader(s.kafka_bootstrap, prefix),
+        embedder=partial(Embedder, cache=cache, batch_size=s.society.embed_batch))
+
+
+def build(settings: Settings) -> tuple[faust.App, Driver]:
+    config = driver_config(settings)
+    return create_app(config, collaborators(settings, config,
+                                            redis.Redis.from_url(settings.redis_url)))

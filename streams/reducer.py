@@ -1,0 +1,172 @@
+"""The single reducer's bookkeeping, without I/O: which society messages and which events
+records it applied, when it last heard of an event, what its checkpoint holds, when to publish.
+
+The Faust driver (``streams/app.py``) hands it each society-topic message with its offset and
+the wall-clock time, and asks it on its timers for the alert transitions and the snapshot to
+publish, the per-agent values, and the state to checkpoint. Exactly once: the society topic is
+re-read from its start after a rebalance (skipped by offset) and a handover may forward an
+events record twice (skipped by its events partition and offset). A quiet stream still moves
+on: once nothing has arrived for ``idle_after_s`` of wall time, event time advances with the
+wall clock, so windows close and incidents resolve.
+
+>>> from datetime import datetime, timezone
+>>> from streams.events import PostEvent
+>>> from streams.messages import Forwarded, encode_society
+>>> from streams.pipeline import PipelineConfig
+>>> t = datetime(2026, 2, 1, tzinfo=timezone.utc)
+>>> post = PostEvent(id="post:1", event_time=t, observed_at=t, post_id="1", author="a")
+>>> r = Reducer(Pipeline(PipelineConfig(embed=False, threads_local=False)))
+>>> msg = encode_society([Forwarded(post, None, partition=0, offset=4)])
+>>> r.apply(0, msg, wall=100.0), r.apply(0, msg, wall=101.0)  # a re-read message
+(True, False)
+>>> r.apply(1, msg, wall=102.0), r.pipeline.events  # the same record forwarded again
+(True, 1)
+>>> tick = r.tick(wall=103.0)
+>>> tick.snapshot.value("posts_total"), r.tick(wall=104.0).snapshot  # published once
+(1.0, None)
+>>> r.event_time(wall=102.0 + 60) - t.timestamp()  # idle: event time follows the wall clock
+60.0
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from detectors.alert import Alert
+from streams.messages import ThreadsPartial, decode_society
+from streams.pipeline import Pipeline
+from streams.state.base import Snapshot
+
+#: Seconds of wall time without events after which event time advances with the wall clock.
+IDLE_AFTER_S = 10.0
+
+_ROOT = Path(__file__).resolve().parent.parent
+#: The code a checkpointed state is made of: the engines, the detectors, the pipeline that
+#: composes them and what they hold (events, texts). The drivers are not in it.
+ENGINE_SOURCES = ("streams/state/*.py", "streams/pipeline.py", "streams/text.py",
+                  "streams/events.py", "detectors/*.py")
+
+
+def state_version(config: object) -> str:
+    """What a checkpoint must match: a hash of the engines' code and of the pipeline's
+    configuration (its repr). A change to a driver, e.g. a log line, keeps checkpoints.
+
+    >>> state_version("a") == state_version("a") != state_version("b")
+    True
+    """
+    h = hashlib.sha256()
+    for pattern in ENGINE_SOURCES:
+        for path in sorted(_ROOT.glob(pattern)):
+            h.update(path.relative_to(_ROOT).as_posix().encode())
+            h.update(path.read_bytes())
+    h.update(repr(config).encode())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """What one publishing tick yields: alert transitions, and a snapshot if anything changed."""
+
+    alerts: list[Alert] = field(default_factory=list)
+    snapshot: Snapshot | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentValues:
+    """Per-agent values for the API (never Prometheus labels)."""
+
+    window: dict[str, float]
+    cumulative: dict[str, float]
+    supernodes: dict[str, dict[str, Any]]
+    roles: dict[str, int]
+
+
+class Reducer:
+    def __init__(self, pipeline: Pipeline, idle_after_s: float = IDLE_AFTER_S) -> None:
+        self.pipeline = pipeline
+        self.idle_after_s = idle_after_s
+        self.applied: dict[int, int] = {}  # events partition -> next offset applied
+        self.next_offset = 0  # the society topic's next offset to apply
+        self.last_raw = b""  # the raw message before it: the checkpoint's anchor
+        self.checkpointed = 0  # society offset the last checkpoint covers
+        self.resumed = False  # a checkpoint was looked for since the society partition came
+        self.dirty = False  # the snapshot changed since it was last published
+        self.agents_dirty = False
+        self.last_event_wall: float | None = None
+
+    def apply(self, offset: int, raw: bytes, wall: float) -> bool:
+        """Apply the society message ``raw`` read at ``offset`` (``wall``: unix seconds now);
+        False if it was applied before (it is in the checkpoint, or a rebalance re-read it)."""
+        if offset < self.next_offset:
+            return False
+        self.next_offset, self.last_raw = offset + 1, raw
+        msg = decode_society(raw)
+        if isinstance(msg, ThreadsPartial):
+            self.pipeline.absorb_threads(msg.partition, msg.next_offset, msg.partial)
+        else:
+            for f in msg:
+                if f.offset < self.applied.get(f.partition, 0):
+                    continue
+                self.applied[f.partition] = f.offset + 1
+                self.pipeline.update(f.event, f.vector)
+            self.agents_dirty = True
+            self.last_event_wall = wall
+        self.dirty = True
+        return True
+
+    def release(self) -> None:
+        """The society partition went to another worker: when it comes back, a newer
+        checkpoint may exist."""
+        self.resumed = False
+
+    def checkpoint_state(self) -> tuple[Pipeline, dict[int, int]]:
+        """What a checkpoint holds, as of society offset :attr:`next_offset`."""
+        return self.pipeline, self.applied
+
+    def checkpoint_due(self) -> bool:
+        return self.next_offset > self.checkpointed
+
+    def resume(self, offset: int, state: tuple[Pipeline, dict[int, int]], wall: float) -> bool:
+        """Take a checkpoint (``state`` as of society ``offset``) over if it is ahead of this
+        reducer; idle time then counts from ``wall``, and the state is published at once."""
+        if offset <= self.next_offset:
+            return False
+        self.pipeline, self.applied = state
+        self.next_offset = self.checkpointed = offset
+        self.last_raw = b""  # set again by the next message applied
+        self.last_event_wall = wall
+        self.dirty = True
+        return True
+
+    def event_time(self, wall: float) -> float | None:
+        """Event time now: the latest event's, moved on by the idle wall time once nothing has
+        arrived for ``idle_after_s``."""
+        latest = self.pipeline.latest
+        if latest is None:
+            return None
+        idle = 0.0 if self.last_event_wall is None else wall - self.last_event_wall
+        return latest + idle if idle > self.idle_after_s else latest
+
+    def tick(self, wall: float) -> Tick:
+        """Advance the pipeline to :meth:`event_time` if anything arrived or it is idle; the
+        snapshot if anything changed since the last tick."""
+        now = self.event_time(wall)
+        if now is None or (not self.dirty and now == self.pipeline.latest):
+            return Tick()
+        alerts = self.pipeline.advance(now, force=True)
+        if not self.dirty:
+            return Tick(alerts)
+        self.dirty = False
+        return Tick(alerts, self.pipeline.snapshot())
+
+    def agents(self) -> AgentValues | None:
+        """The per-agent values if events arrived since they were last taken."""
+        if not self.agents_dirty:
+            return None
+        self.agents_dirty = False
+        influence = self.pipeline.influence
+        return AgentValues(influence.scores("window"), influence.scores("cumulative"),
+                           influence.supernode_records(), self.pipeline.roles.roles())
