@@ -21,13 +21,13 @@ Everything it has not yet delivered lives in Redis, so a restart (or a crash) lo
 
 Delivery is at-least-once: a crash between a receiver's 2xx and the dequeue re-sends that
 message; ``X-Moltscope-Delivery`` is the same on every attempt so the receiver can drop it.
-One dispatcher process is assumed to drain a given prefix at a time.
+One dispatcher drains a given prefix at a time: the worker holding the delivery lease
+(``service/delivery/desk.py``) runs its :meth:`Dispatcher.tick`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import random
@@ -119,17 +119,6 @@ class Dispatcher:
         results = await asyncio.gather(*(self._drain(client, hook_id) for hook_id in due))
         return TickResult(flushed, sum(r[0] for r in results), sum(r[1] for r in results),
                           sum(r[2] for r in results))
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Work until ``stop`` is set (the worker's background task)."""
-        async with self.client() as client:
-            while not stop.is_set():
-                try:
-                    await self.tick(client)
-                except redis.RedisError:
-                    log.exception("dispatcher: Redis unavailable, retrying")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.cfg.poll_s)
 
     def client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(timeout=self.cfg.timeout_s, transport=self._transport)

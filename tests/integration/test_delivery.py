@@ -245,23 +245,24 @@ def test_nothing_lost_when_dispatcher_and_redis_restart_mid_retry(tmp_path: Path
 
 def test_live_loop_delivers_within_seconds(redis_client: redis.Redis, receiver: Receiver,
                                            prefix: str) -> None:
-    reg = WebhookRegistry(redis_client, prefix)
-    reg.create(WebhookIn(url=receiver.url))
-    d = Dispatcher(redis_client, reg, prefix)
+    """The worker's path: the alerts agent hands the transition to the desk, and the dispatch
+    timer (every ``poll_s``) runs a delivery round."""
+    WebhookRegistry(redis_client, prefix).create(WebhookIn(url=receiver.url))
+    cfg = DispatcherConfig()
+    desk = AlertDesk(redis_client, prefix, cfg, owner="w1")
 
     async def go() -> float:
-        stop = asyncio.Event()
-        task = asyncio.create_task(d.run(stop))
         t0 = time.perf_counter()
-        d.submit(alert("token:CLAW"))
+        desk.receive(alert("token:CLAW"))
         while not receiver.messages and time.perf_counter() - t0 < 10:
-            await asyncio.sleep(0.02)
-        stop.set()
-        await task
+            await desk.dispatch()
+            await asyncio.sleep(cfg.poll_s)
+        assert desk.http is not None
+        await desk.http.aclose()
         return time.perf_counter() - t0
 
     latency = asyncio.run(go())
-    assert receiver.messages and latency < DispatcherConfig().group_wait_s + 1.5
+    assert receiver.messages and latency < cfg.group_wait_s + 1.5
 
 
 def test_history_retention_filters_and_prometheus(redis_client: redis.Redis,
