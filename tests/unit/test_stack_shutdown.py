@@ -1,0 +1,141 @@
+"""Ctrl-C of ``moltscope up``: every child stopped in order, exit 0 and a "stopped" line.
+
+The supervisor runs for real (``Stack.run_forever`` in its own session, as a terminal would
+run it) with small stand-in children in place of Tansu, Redis, the worker, the API and the
+source: each notes the signals it gets, so the test sees who was stopped, by what, in which
+order.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from service.embedded import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CHILD = """
+import signal, socket, sys, time
+name, record, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def note(signum, _):
+    with open(record, "a") as f:
+        f.write(f"{name} {signal.Signals(signum).name}\\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, note)
+signal.signal(signal.SIGINT, note)
+if port:
+    s = socket.socket(); s.bind(("127.0.0.1", port)); s.listen()
+open(f"{record}.{name}", "w").close()  # up, and its handlers in place
+if name == "worker" and "{fail}" == "crash":
+    time.sleep(1.5)
+    sys.exit(3)
+while True:
+    time.sleep(60)
+"""
+
+SUPERVISOR = """
+import sys
+import service.stack as stack
+from service.config import Settings
+import os
+from service.embedded import ManagedProcess, port_open
+
+record, fail, ports = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3:6]]
+child = CHILD_SOURCE.replace("{fail}", fail)
+
+def fake(name, port=0, ready=lambda: True):
+    return ManagedProcess(name, [sys.executable, "-c", child, name, record, str(port)],
+                          lambda: os.path.exists(f"{record}.{name}") and ready())
+
+stack.tansu = lambda port, log: fake("tansu", port, lambda: port_open(port))
+stack.redis_server = lambda port, data, log: fake("redis", port, lambda: port_open(port))
+stack.ensure_topics = lambda settings: None
+stack.ManagedProcess = lambda name, argv, ready, log, env: (
+    fake(name, ports[2], ready) if name == "api" else
+    fake(name, ready=(lambda: False) if fail == "hang" else ready))
+settings = Settings(api_port=ports[2])
+settings.embedded.kafka_port, settings.embedded.redis_port = ports[0], ports[1]
+sys.exit(stack.Stack(settings, ["simulate"]).run_forever())
+"""
+
+
+def supervise(tmp_path: Path, fail: str, ignore_sigint: bool) -> tuple[subprocess.Popen[str], Path]:
+    record = tmp_path / "signals.txt"
+    record.touch()
+    script = tmp_path / "supervisor.py"
+    script.write_text(SUPERVISOR.replace("CHILD_SOURCE", repr(CHILD)))
+
+    def session() -> None:
+        if ignore_sigint:  # what a non-interactive shell's `&` does to a background job
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(record), fail, *(str(free_port()) for _ in range(3))],
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, start_new_session=True,
+        preexec_fn=session,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc, record
+
+
+def wait_for(done, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def children_up(record: Path, n: int) -> bool:
+    """At least ``n`` stand-in children are up, their signal handlers in place."""
+    return len(list(record.parent.glob(f"{record.name}.*"))) >= n
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60.0) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, out
+
+
+@pytest.mark.parametrize("ignore_sigint", [False, True], ids=["terminal", "background"])
+def test_ctrl_c_stops_every_child_in_order_and_exits_0(tmp_path: Path,
+                                                       ignore_sigint: bool) -> None:
+    proc, record = supervise(tmp_path, "none", ignore_sigint)
+    wait_for(lambda: children_up(record, 5))
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its foreground group
+    code, out = finish(proc)
+    assert code == 0, out
+    assert out.rstrip().endswith("moltscope: stopped"), out
+    assert "exited" not in out
+    # SIGTERM from the supervisor alone, reverse start order; none saw the terminal's SIGINT
+    assert record.read_text().split("\n")[:-1] == [
+        "source SIGTERM", "api SIGTERM", "worker SIGTERM", "redis SIGTERM", "tansu SIGTERM"]
+
+
+def test_ctrl_c_during_start_up_stops_what_started(tmp_path: Path) -> None:
+    proc, record = supervise(tmp_path, "hang", ignore_sigint=False)  # the worker never ready
+    wait_for(lambda: children_up(record, 3))
+    os.killpg(proc.pid, signal.SIGINT)
+    code, out = finish(proc, timeout=20.0)
+    assert code == 0, out
+    assert "moltscope is up" not in out and out.rstrip().endswith("moltscope: stopped")
+    assert record.read_text().split("\n")[:-1] == [
+        "worker SIGTERM", "redis SIGTERM", "tansu SIGTERM"]
+
+
+def test_a_child_dying_on_its_own_is_a_failure(tmp_path: Path) -> None:
+    proc, record = supervise(tmp_path, "crash", ignore_sigint=False)
+    code, out = finish(proc)
+    assert code == 1, out
+    assert "worker exited; stopping" in out
+    assert out.rstrip().endswith("moltscope: stopped after a failure")
+    assert record.read_text().split("\n")[:-1] == [
+        "source SIGTERM", "api SIGTERM", "redis SIGTERM", "tansu SIGTERM"]
