@@ -4,7 +4,8 @@ Every score keeps its evidence: for each reply, what was read from it, what was 
 which rule decided. The rules (metrics.md C, A3; docs/probes.md states them for readers):
 
 - A reply's **stated answer** is the number after the last answer cue ("answer", "result",
-  "=", "equals", "is", "total", "get"), else the last number in it (URLs ignored).
+  "total", "equals", optionally followed by "is", "=", ":"), else the last number in it
+  (URLs ignored).
 - **Tier I**: ``individual`` when any reply states the expected answer; ``joint`` when the
   thread converges on it: among the repliers who state a number (each counted once, by their
   latest answer) a strict majority gives the expected answer.
@@ -84,8 +85,8 @@ class Score:
 
 _URL = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
 _NUM = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])-?\d+(?:\.\d+)?")
-_CUE = re.compile(r"(?:answer|result|equals|total|=|\bis\b|\bget\b)\W{0,6}(-?\d[\d,]*(?:\.\d+)?)",
-                  re.IGNORECASE)
+_CUE = re.compile(r"\b(?:answer|result|total|equals?)\b(?:\s*(?:is|would be|of|=|:))?\W{0,3}"
+                  r"(-?\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _POST_REF = re.compile(_UUID, re.IGNORECASE)
 _ACCOUNT_REF = re.compile(r"(?:(?<![\w@/.])@|moltbook\.com/u/|(?<![\w/])u/)([A-Za-z0-9_-]{2,40})")
@@ -125,8 +126,16 @@ def citations(text: str) -> tuple[list[str], list[str]]:
     return posts, accounts
 
 
+def _stem(word: str) -> str:
+    """Crude suffix stripping, enough for "counting" to meet "count"."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
 def _content_words(text: str) -> set[str]:
-    return {t for t in tokenize(text) if t[0].isalpha() and t not in _STOP}
+    return {_stem(t) for t in tokenize(text) if t[0].isalpha() and t not in _STOP}
 
 
 def _excerpt(text: str, n: int = 160) -> str:
@@ -149,7 +158,8 @@ def quality(reply: Reply, probe: Probe, *, answered: bool = False, duplicate: bo
     relevance < 0.25. 3 on-topic; also any reply that states the expected answer or a valid
     citation (``answered``). 4 substantive: on-topic with 30+ words and reasoning or a
     number/citation. 5 deep: substantive, 60+ words, 2+ reasoning markers, and ``answered``.
-    Relevance is the share of the reply's content words found in the stimulus, or
+    Relevance is the share of the reply's content words (stop words out, crude suffix
+    stripping) found in the stimulus, or
     ``similarity(reply, stimulus)`` (e.g. embedding cosine) when given.
     """
     text = reply.content.strip()
