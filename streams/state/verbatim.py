@@ -18,6 +18,9 @@ most e N / width copies early: 26 copies for N = 10 million at the default width
 hold the bound on real posts with a tiny sketch). Blocked texts keep an exact count of their
 excluded copies for the ``max_reported`` (1,000) most recent ones, with an 80-character preview.
 
+As an engine, ``update(item)`` sets ``item.admitted`` for every post (comments and votes pass
+untouched); ``admit(text)`` is the same rule on a bare text.
+
 >>> f = VerbatimFilter(threshold=2)
 >>> [f.admit("gm") for _ in range(4)], f.admit("hello")
 ([True, True, False, False], True)
@@ -35,7 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streams.state.base import Sample, Snapshot
+from streams.events import PostEvent
+from streams.state.base import Item, Sample, Snapshot
 
 
 @dataclass(slots=True)
@@ -56,31 +60,44 @@ class VerbatimFilter:
         self.depth = depth
         self.enabled = enabled
         self.max_reported = max_reported
-        self._table = np.zeros((depth, width), np.uint32)
-        self._rows = np.arange(depth)
+        self._table = np.zeros(depth * width, np.uint32)  # row r at [r * width, (r+1) * width)
+        self._offsets = [r * width for r in range(depth)]
         self._blocked: OrderedDict[bytes, _Blocked] = OrderedDict()
         self.seen_total = 0
         self.excluded_total = 0
         self.blocked_texts = 0
 
-    def _cells(self, text: str) -> tuple[bytes, np.ndarray]:
+    def _cells(self, text: str) -> tuple[bytes, list[int]]:
+        """The digest and the flat index of the text's cell in each row (scalar Python ints:
+        four cells are cheaper to touch one by one than through NumPy fancy indexing)."""
         digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
-        cols = np.frombuffer(digest, dtype="<u4")[: self.depth].astype(np.int64) % self.width
-        return digest, cols
+        w = self.width
+        return digest, [off + int.from_bytes(digest[4 * r:4 * r + 4], "little") % w
+                        for r, off in enumerate(self._offsets)]
 
     def estimate(self, text: str) -> int:
         """Copies of ``text`` admitted so far, as the sketch estimates (never below the truth)."""
-        _, cols = self._cells(text)
-        return int(self._table[self._rows, cols].min())
+        _, cells = self._cells(text)
+        table = self._table
+        return min(int(table[i]) for i in cells)
+
+    def update(self, item: Item) -> None:
+        """Engine verb: a post is admitted or not by its exact text (``item.admitted``)."""
+        if isinstance(item.event, PostEvent):
+            item.admitted = self.admit(item.event.text)
+
+    def expire(self, now: float) -> None:
+        """Nothing ages out: the sketch is the whole history (fixed size)."""
 
     def admit(self, text: str) -> bool:
         """Count one copy of ``text``; False if the text has already reached the threshold."""
         self.seen_total += 1
         if not self.enabled:
             return True
-        digest, cols = self._cells(text)
-        cells = self._table[self._rows, cols]
-        est = int(cells.min())
+        digest, cells = self._cells(text)
+        table = self._table
+        vals = [int(table[i]) for i in cells]
+        est = min(vals)
         if est >= self.threshold:
             self.excluded_total += 1
             entry = self._blocked.get(digest)
@@ -94,7 +111,9 @@ class VerbatimFilter:
             entry.excluded += 1
             return False
         # conservative update: raise only the cells at the minimum
-        self._table[self._rows, cols] = np.maximum(cells, est + 1)
+        for i, v in zip(cells, vals, strict=True):
+            if v == est:
+                table[i] = est + 1
         return True
 
     def error_bound(self) -> float:

@@ -1,54 +1,60 @@
-"""N-gram births and deaths held against a plain set-based lifecycle on real Moltbook posts."""
+"""N-gram births and deaths held against a plain set-based lifecycle on real Moltbook posts:
+the live grace rule, and the paper's batch rule kept beside it for replays."""
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
 
 import pytest
 
-from streams.state.ngrams import (
-    BYTES_PER_NGRAM,
-    NgramTracker,
-    day_index,
-    day_label,
-    ngrams,
-    tokenize,
-)
+from service.sources.archive import open_archive
+from streams.events import PostEvent
+from streams.state.base import Item
+from streams.state.ngrams import BYTES_PER_NGRAM, NgramTracker, day_index, day_label, ngrams
+from streams.text import tokenize
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "moltbook"
 
 
-def real_posts() -> list[tuple[datetime, str]]:
-    """Every real post text with its time: 158 API answers and 1,710 observatory rows."""
-    out: list[tuple[datetime, str]] = []
-    for f in sorted((DATA / "api" / "posts").glob("*.json")):
-        post = json.loads(f.read_text())["post"]
-        out.append((datetime.fromisoformat(post["created_at"]).astimezone(UTC),
-                    f"{post.get('title') or ''}\n{post.get('content') or ''}".strip()))
-    with (DATA / "observatory-sample" / "moltbook_posts.csv").open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            out.append((datetime.fromisoformat(row["created_at"]).astimezone(UTC),
-                        f"{row['title']}\n{row['content']}".strip()))
-    return sorted(out, key=lambda x: x[0])
+@cache
+def real_posts() -> tuple[PostEvent, ...]:
+    """Every real post of the shared archive (API answers and observatory rows), time order."""
+    return tuple(e for e in open_archive([DATA]) if isinstance(e, PostEvent))
 
 
 @pytest.fixture(scope="module")
-def posts() -> list[tuple[datetime, str]]:
-    return real_posts()
+def posts() -> list[Item]:
+    return [Item.of(e) for e in real_posts()]
 
 
 @pytest.fixture(scope="module")
 def tokens(posts) -> list[tuple[int, list[str]]]:
-    """(day, tokens) of every post, for the references (the engine gets the raw text)."""
-    return [(day_index(t), tokenize(text)) for t, text in posts]
+    """(day, tokens) of every post for the references, tokenised again from the raw text."""
+    return [(day_index(it.t), tokenize(it.event.text)) for it in posts]
+
+
+def feed(tr: NgramTracker, items: list[Item]) -> NgramTracker:
+    for it in items:
+        tr.update(it)
+    return tr
+
+
+_memo: dict = {}
 
 
 def paper_rates(tokens: list[tuple[int, list[str]]], n: int) -> list[dict]:
+    key = ("paper", id(tokens), len(tokens), n)
+    if key not in _memo:
+        _memo[key] = plain_paper_rates(tokens, n)
+    return _memo[key]
+
+
+def plain_paper_rates(tokens: list[tuple[int, list[str]]], n: int) -> list[dict]:
     """metrics.md A1 literally: O_t sets, global frequency >= 2, first/last, A_t, rates."""
     seen: dict[int, set] = defaultdict(set)
     freq: Counter = Counter()
@@ -69,6 +75,14 @@ def paper_rates(tokens: list[tuple[int, list[str]]], n: int) -> list[dict]:
 
 def lives_rates(tokens: list[tuple[int, list[str]]], n: int, grace: int
                 ) -> tuple[list[dict], set]:
+    key = ("lives", id(tokens), len(tokens), n, grace)
+    if key not in _memo:
+        _memo[key] = plain_lives_rates(tokens, n, grace)
+    return _memo[key]
+
+
+def plain_lives_rates(tokens: list[tuple[int, list[str]]], n: int, grace: int
+                      ) -> tuple[list[dict], set]:
     """The live rule: each n-gram's occurrences split where the gap exceeds grace days; a life
     qualifies with >= 2 occurrences. Also returns the n-grams whose last day is within reach."""
     occ: dict = defaultdict(Counter)
@@ -123,10 +137,11 @@ def assert_series_equal(got: list[dict], want: list[dict]) -> None:
 
 @pytest.fixture(scope="module")
 def unbounded(posts) -> NgramTracker:
-    tr = NgramTracker(grace_days=None, flush_every=50_000)
-    for t, text in posts:
-        tr.update(t, text)
-    return tr
+    return feed(NgramTracker(grace_days=None, flush_every=50_000), posts)
+
+
+def test_real_posts_span_many_days(tokens) -> None:
+    assert len(tokens) > 2000 and len({d for d, _ in tokens}) > 20
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
@@ -134,44 +149,83 @@ def test_paper_rule_exact_on_real_posts(tokens, unbounded, n) -> None:
     assert_series_equal(unbounded.series(n), paper_rates(tokens, n))
 
 
-def test_live_grace_rule_exact_and_bounded(posts, tokens) -> None:
-    tr = NgramTracker(grace_days=7, lateness_days=1, flush_every=30_000)
-    for t, text in posts:
-        tr.update(t, text)
+@pytest.fixture(scope="module")
+def live(posts) -> NgramTracker:
+    return feed(NgramTracker(grace_days=7, lateness_days=1, flush_every=30_000, batch=True),
+                posts)
+
+
+@pytest.fixture(scope="module")
+def live_details(live) -> dict:
+    return live.snapshot().details["ngrams"]
+
+
+def test_live_grace_rule_exact_and_bounded(posts, tokens, live) -> None:
     for n in (1, 3, 5):
         want, alive = lives_rates(tokens, n, grace=7)
-        assert_series_equal(tr.series(n), want)
-        assert tr.tracked(n) == len(alive)  # everything older was dropped
-    snap = tr.snapshot()
+        assert_series_equal(live.series(n), want)
+        assert live.tracked(n) == len(alive)  # everything older was dropped
+    snap = live.snapshot()
     d = snap.details["ngrams"]
-    assert d["report_day"] == day_label(day_index(posts[-1][0]) - 7)
+    assert d["report_day"] == day_label(day_index(posts[-1].t) - 7)
     assert d["bytes_per_tracked_ngram"] == pytest.approx(BYTES_PER_NGRAM)
-    assert snap.value("ngrams_tracked", n="5") == tr.tracked(5)
+    assert snap.value("ngrams_tracked", n="5") == live.tracked(5)
     json.dumps(snap.as_dict(), allow_nan=False)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_batch_rule_beside_the_live_one(tokens, live_details, n) -> None:
+    """Replay's report: the paper's batch rates (last(g) final at the archive's end) under
+    ``series_batch``, the live grace rule's under ``series``; on real posts they differ."""
+    d = live_details
+    want = paper_rates(tokens, n)
+    assert_series_equal(d["series_batch"][str(n)], want)
+    assert_series_equal(d["series"][str(n)], lives_rates(tokens, n, grace=7)[0])
+    differ = [a["day"] for a, b in zip(d["series"][str(n)], want, strict=True)
+              if a["death_rate"] != b["death_rate"]]
+    assert differ  # the grace rule is not the published one on this archive
+
+
+def test_batch_rule_counts_late_posts(posts, tokens) -> None:
+    """A post older than the lateness bound is skipped by the live rule, not by the batch."""
+    shuffled = posts[:]
+    random.Random(1).shuffle(shuffled)
+    tr = feed(NgramTracker(grace_days=7, batch=True, flush_every=20_000), shuffled)
+    assert tr.late_total > 100
+    for n in (1, 4):
+        assert_series_equal(tr.series_batch(n), paper_rates(tokens, n))
+    with pytest.raises(ValueError):
+        NgramTracker().series_batch(1)
 
 
 def test_order_does_not_matter_for_the_paper_rule(posts, tokens) -> None:
     """The busiest two days, shuffled: the paper's rule does not depend on arrival order."""
-    keep = [day_label(d) in ("2026-01-30", "2026-01-31") for d, _ in tokens]
+    count = Counter(d for d, _ in tokens)
+    busy_days = {d for d, _ in count.most_common(2)}
+    keep = [d in busy_days for d, _ in tokens]
     busy = [p for p, k in zip(posts, keep, strict=True) if k]
-    rng = random.Random(0)
-    shuffled = busy[:]
-    rng.shuffle(shuffled)
-    tr = NgramTracker(grace_days=None, flush_every=10_000)
-    for t, text in shuffled:
-        tr.update(t, text)
+    random.Random(0).shuffle(busy)
+    tr = feed(NgramTracker(grace_days=None, flush_every=10_000), busy)
     for n in (1, 2, 4):
         assert_series_equal(tr.series(n), paper_rates(
             [tk for tk, k in zip(tokens, keep, strict=True) if k], n))
+
+
+def post(t: datetime, text: str, admitted: bool = True) -> Item:
+    it = Item.of(PostEvent(id=f"post:{t}{text}", event_time=t, observed_at=t, post_id=text,
+                           author=None, content=text))
+    it.admitted = admitted
+    return it
 
 
 def test_gauges_late_events_and_settled_days() -> None:
     t0 = datetime(2026, 2, 1, 12, tzinfo=UTC)
     tr = NgramTracker(max_n=2, grace_days=2, lateness_days=1)
     for i, text in enumerate(["alpha beta", "alpha beta gamma", "beta gamma", "delta", "delta"]):
-        tr.update(t0 + timedelta(days=i), text)
-    tr.update(t0 + timedelta(days=1), "too late")  # current is day 4, lateness 1
-    assert tr.late_total == 1
+        tr.update(post(t0 + timedelta(days=i), text))
+    tr.update(post(t0 + timedelta(days=1), "too late"))  # current is day 4, lateness 1
+    tr.update(post(t0 + timedelta(days=4), "excluded excluded", admitted=False))
+    assert tr.late_total == 1 and tr.texts_total == 5
     snap = tr.snapshot()
     s = {r["day"]: r for r in tr.series(1)}
     assert snap.details["ngrams"]["report_day"] == "2026-02-03"
@@ -184,13 +238,9 @@ def test_gauges_late_events_and_settled_days() -> None:
         (0.0 + snap.value("ngram_birth_rate", n="2")) / 2)
     # alpha (last 02-02) may still continue its life while 02-02 + grace >= watermark
     assert tr.tracked(1) == 4
-    tr.expire(t0 + timedelta(days=5))  # watermark 02-05: alpha can no longer change
+    tr.expire((t0 + timedelta(days=4, hours=6)).timestamp())  # same day: nothing to drop
+    assert tr.tracked(1) == 4
+    tr.expire((t0 + timedelta(days=5)).timestamp())  # watermark 02-05: alpha is done
     assert tr.tracked(1) == 3  # beta, gamma, delta
     with pytest.raises(ValueError):
         NgramTracker(grace_days=0, lateness_days=1)
-
-
-def test_tokeniser_options() -> None:
-    assert tokenize("Don't STOP www.x.io/a", tokenizer="treebank", lowercase=False) == [
-        "Do", "n't", "STOP"]
-    assert tokenize("Don't", tokenizer="wordpunct") == ["don", "'", "t"]
