@@ -158,7 +158,8 @@ def test_key_never_in_logs_repr_or_write_log(redis_client, caplog) -> None:  # n
     assert [w["path"] for w in store.writes()] == ["/posts/p-1/comments", "/verify", "/posts"]
     assert [w["status"] for w in store.writes()] == [429, 200, 201]
     texts = [caplog.text, repr(writer), repr(settings), str(settings),
-             repr(Settings(probes=settings)), json.dumps(store.writes()), json.dumps(runner.status(T0 + 601), default=str)]
+             repr(Settings(probes=settings)), json.dumps(store.writes()),
+             json.dumps(runner.status(T0 + 601), default=str)]
     assert all(KEY not in t for t in texts)
     assert "**********" in repr(writer)
     with pytest.raises(RateLimited) as exc:
