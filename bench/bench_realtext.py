@@ -1,0 +1,406 @@
+"""The society stage on real Moltbook text: events/s of the whole Pipeline (model off), of each
+engine and each detector, on the real-text stream and on simulator text, side by side.
+
+The stream is ``bench/realtext.py`` (real texts, resampled authors, threads and pace; a normal
+day then the peak day with a planted mint flood; ``--scale`` defaults to the one at which
+``--events`` cover those two days). The simulator-text stream has the same shapes with the
+synthetic society's texts. Events are generated in chunks before they are timed (generation is
+timed apart: it is not the pipeline's cost), so memory stays flat.
+
+Each measurement runs in its own child process (a clean peak RSS):
+
+* ``pipeline``: ``Pipeline(PipelineConfig(embed=False))`` driven as the replay drives it
+  (``update`` then ``advance()`` each event: engines expire and detectors evaluate once per 10 s
+  of event time); per-event cost over the first and the last window of ``--events / 10`` events
+  (at least 100k at the default 1 M: "at 100k and at 1 M"); peak RSS; each engine's pickled state
+  (the checkpoint's bytes) and the memory extrapolated to a Moltbook peak day;
+* ``shares``: the same pipeline with each engine and detector timed in place: its share of the
+  pipeline's time (target: none over 25 %);
+* ``alone``: each engine and each detector on its own, driven through the Engine contract
+  (``update(Item.of(event))``, ``expire(t)`` every 10 s of event time; detectors also
+  ``findings(t)``), fed the same pre-built items; an engine that reads another's state (the
+  graph of the influence engine, the verbatim filter's admission) gets it fed untimed. An engine
+  not yet on the contract is skipped with a note.
+
+    .venv/bin/python bench/bench_realtext.py --quick          # 100k events, a minute or two
+    .venv/bin/python bench/bench_realtext.py                  # 1 M events
+    .venv/bin/python bench/bench_realtext.py --quick --only real --parts pipeline
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import inspect
+import json
+import pickle
+import resource
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import realtext  # noqa: E402
+from streams.events import Event  # noqa: E402
+from streams.state.base import Item  # noqa: E402
+
+OLD_RATE = 160.0  # events/s of the pipeline on real text before issue 10 (the issue's figure)
+TARGET_RATE = 10_000.0
+TICK_S = 10.0
+PEAK_DAY = {"posts": 200_000, "comments": 500_000, "agents": 100_000}
+MEMORY_BUDGET = 4 * 2**30
+# Engines that read another engine's state, fed untimed before them when run alone.
+NEEDS = {"cascades": ("influence",), "roles": ("influence",), "supernode": ("influence",)}
+
+
+def rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def chunks(text: str, n: int, seed: int, scale: float, size: int,
+           gen_time: list[float]) -> Iterator[list[Event]]:
+    """The stream in lists of ``size``; generation time is added to ``gen_time[0]``."""
+    corpus = realtext.load_corpus() if text == "real" else realtext.simulator_corpus(seed)
+    it = realtext.stream(n, seed=seed, scale=scale, corpus=corpus)
+    while True:
+        t0 = time.perf_counter()
+        chunk = list(islice(it, size))
+        gen_time[0] += time.perf_counter() - t0
+        if not chunk:
+            return
+        yield chunk
+
+
+def make_pipeline() -> Any:
+    from streams.pipeline import Pipeline, PipelineConfig
+
+    return Pipeline(PipelineConfig(embed=False))
+
+
+def named_parts(p: Any) -> dict[str, Any]:
+    """The pipeline's engines by attribute name, its detector suite expanded into detectors."""
+    names = {id(v): k for k, v in vars(p).items()}
+    out = {names.get(id(e), type(e).__name__): e for e in p.engines}
+    suite = getattr(p, "detectors", None)
+    if suite is not None and hasattr(suite, "detectors"):
+        out.pop(names.get(id(suite), ""), None)
+        out.update({f"detector:{k}": d for k, d in suite.detectors.items()})
+    return out
+
+
+# ------------------------------------------------------------------ children
+
+
+def child_pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    gen = [0.0]
+    base_rss = rss_bytes()
+    p = make_pipeline()
+    off = [k for k, e in named_parts(p).items() if not on_contract(e)]
+    n, window = 0, max(1, args.events // 10)
+    busy = 0.0
+    marks: list[tuple[int, float]] = [(0, 0.0)]
+    for chunk in chunks(args.text, args.events, args.seed, args.scale, args.chunk, gen):
+        t0 = time.perf_counter()
+        for e in chunk:
+            p.update(e)
+            p.advance()
+        busy += time.perf_counter() - t0
+        n += len(chunk)
+        marks.append((n, busy))
+        del chunk
+    p.close()
+    first = next((b / k for k, b in marks if k >= window), busy / max(n, 1))
+    start = next(b for k, b in reversed(marks) if k <= n - window)
+    start_n = next(k for k, _ in reversed(marks) if k <= n - window)
+    last = (busy - start) / max(n - start_n, 1)
+    states: dict[str, int | str] = {}
+    for name, engine in named_parts(p).items():
+        try:
+            states[name] = len(pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL))
+        except Exception as exc:  # noqa: BLE001 - a figure, not a failure: say why
+            states[name] = f"unpicklable: {type(exc).__name__}"
+    try:
+        whole = len(pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001
+        whole = None
+    return {"events": n, "seconds": busy, "rate": n / busy, "gen_seconds": gen[0],
+            "first_us": first * 1e6, "last_us": last * 1e6, "window": window,
+            "peak_rss": rss_bytes(), "base_rss": base_rss, "states": states, "pickle": whole,
+            "latest": p.latest, "off_contract": off}
+
+
+def instrument(obj: Any, spent: dict[str, float], name: str) -> None:
+    """Time ``obj``'s contract methods (and a detector's ``findings``) in place, into
+    ``spent[name]``: instance attributes shadow the class's methods, so whoever calls them (the
+    pipeline's loop, the detector suite) is timed without being changed."""
+    spent.setdefault(name, 0.0)
+    clock = time.perf_counter
+    for meth in ("update", "expire", "findings"):
+        inner = getattr(obj, meth, None)
+        if inner is None:
+            continue
+
+        def timed(*a: Any, inner: Callable[..., Any] = inner) -> Any:
+            t0 = clock()
+            try:
+                return inner(*a)
+            finally:
+                spent[name] += clock() - t0
+
+        setattr(obj, meth, timed)
+
+
+def child_shares(args: argparse.Namespace) -> dict[str, Any]:
+    p = make_pipeline()
+    spent: dict[str, float] = {}
+    for name, engine in named_parts(p).items():
+        instrument(engine, spent, name)
+    suite = getattr(p, "detectors", None)
+    if suite is not None:
+        instrument(suite, spent, "detectors (suite, all of them)")
+    gen = [0.0]
+    busy, n = 0.0, 0
+    for chunk in chunks(args.text, args.events, args.seed, args.scale, args.chunk, gen):
+        t0 = time.perf_counter()
+        for e in chunk:
+            p.update(e)
+            p.advance()
+        busy += time.perf_counter() - t0
+        n += len(chunk)
+    return {"events": n, "seconds": busy, "spent": spent}
+
+
+def child_alone(args: argparse.Namespace) -> dict[str, Any]:
+    runs: dict[str, dict[str, Any]] = {}
+    notes: dict[str, str] = {}
+    probe = make_pipeline()
+    order = list(named_parts(probe))
+    del probe
+    for name in order:
+        p = make_pipeline()
+        parts = named_parts(p)
+        if not on_contract(parts[name]):
+            hint = inspect.signature(parts[name].update) if hasattr(parts[name], "update") else ""
+            notes[name] = f"skipped: not on the Engine contract yet (update{hint})"
+            continue
+        runs[name] = {"engine": parts[name], "deps": [parts[d] for d in NEEDS.get(
+            name.removeprefix("detector:"), ()) if d in parts], "spent": 0.0, "last": None}
+    gen = [0.0]
+    build, n = 0.0, 0
+    for chunk in chunks(args.text, args.events, args.seed, args.scale, args.chunk, gen):
+        t0 = time.perf_counter()
+        items = [Item.of(e, None) for e in chunk]
+        build += time.perf_counter() - t0
+        n += len(items)
+        for name, run in runs.items():
+            if name in notes:
+                continue
+            try:
+                _feed(run, items)
+            except Exception as exc:  # noqa: BLE001 - report, do not fail the whole bench
+                notes[name] = f"skipped (not on the contract yet?): {type(exc).__name__}: {exc}"
+                notes[name] += " @ " + traceback.format_exc().strip().splitlines()[-3].strip()
+        del items, chunk
+        gc.collect()
+    return {"events": n, "item_seconds": build,
+            "spent": {k: r["spent"] for k, r in runs.items() if k not in notes}, "notes": notes}
+
+
+def _feed(run: dict[str, Any], items: list[Item]) -> None:
+    engine, deps = run["engine"], run["deps"]
+    findings = getattr(engine, "findings", None)
+    clock = time.perf_counter
+    last = run["last"]
+    if not deps:  # time the whole loop: no per-call clock overhead
+        t0 = clock()
+        update, expire = engine.update, engine.expire
+        for it in items:
+            update(it)
+            if last is None or it.t - last >= TICK_S:
+                last = it.t
+                expire(last)
+                if findings is not None:
+                    findings(last)
+        run["spent"] += clock() - t0
+    else:
+        spent = 0.0
+        for it in items:
+            for d in deps:
+                d.update(it)
+            t0 = clock()
+            engine.update(it)
+            spent += clock() - t0
+            if last is None or it.t - last >= TICK_S:
+                last = it.t
+                for d in deps:
+                    d.expire(last)
+                t0 = clock()
+                engine.expire(last)
+                if findings is not None:
+                    findings(last)
+                spent += clock() - t0
+        run["spent"] += spent
+    run["last"] = last
+
+
+def on_contract(engine: Any) -> bool:
+    """Whether ``engine.update`` takes an :class:`Item` (an engine still taking events would
+    silently ignore items and look infinitely fast)."""
+    update = getattr(engine, "update", None)
+    if update is None or not callable(getattr(engine, "expire", None)):
+        return False
+    params = list(inspect.signature(update).parameters.values())
+    return bool(params) and "Item" in str(params[0].annotation)
+
+
+CHILDREN = {"pipeline": child_pipeline, "shares": child_shares, "alone": child_alone}
+
+
+# ------------------------------------------------------------------ parent
+
+
+def run_child(part: str, text: str, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--child", part, "--text", text, "--events",
+           str(args.events), "--seed", str(args.seed), "--scale", repr(args.scale),
+           "--chunk", str(args.chunk)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
+        return {"error": " | ".join(tail), "wall": wall}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["wall"] = wall
+    return out
+
+
+def mb(x: float) -> str:
+    return f"{x / 2**20:,.1f} MB"
+
+
+def report(args: argparse.Namespace, res: dict[str, dict[str, dict[str, Any]]]) -> None:
+    texts = [t for t in ("real", "sim") if t in res]
+    cols = "".join(f"{t + ' text':>18}" for t in texts)
+    print(f"\n{args.events:,} events a stream, scale {args.scale:.3f} (a normal day + the peak "
+          f"day at {args.scale:.3f} x Moltbook's), seed {args.seed}")
+    print(f"\n== whole Pipeline(embed=False)                 {cols}")
+    pipe = {t: res[t].get("pipeline", {}) for t in texts}
+
+    def row(label: str, f: Callable[[dict[str, Any]], str]) -> None:
+        cells = "".join(f"{(f(pipe[t]) if pipe[t] and 'error' not in pipe[t] else '-'):>18}"
+                        for t in texts)
+        print(f"{label:<47}{cells}")
+
+    row("events/s", lambda r: f"{r['rate']:,.0f}")
+    row(f"x the old ~{OLD_RATE:.0f} events/s", lambda r: f"{r['rate'] / OLD_RATE:,.1f}x")
+    row(f"target {TARGET_RATE:,.0f}/s met", lambda r: "yes" if r["rate"] >= TARGET_RATE else "NO")
+    row("us/event, first window", lambda r: f"{r['first_us']:.1f} ({r['window']:,})")
+    row("us/event, last window (ratio <= 1.5)",
+        lambda r: f"{r['last_us']:.1f} ({r['last_us'] / r['first_us']:.2f}x)")
+    row("generation (not timed above), events/s",
+        lambda r: f"{r['events'] / r['gen_seconds']:,.0f}")
+    row("peak RSS", lambda r: mb(r["peak_rss"]))
+    row("pickled pipeline state", lambda r: mb(r["pickle"]) if r["pickle"] else "unpicklable")
+    for t in texts:
+        if "error" in pipe[t]:
+            print(f"  {t}: pipeline failed: {pipe[t]['error']}")
+        elif pipe[t].get("off_contract"):
+            print(f"  {t}: not on the contract yet (their figures mean nothing): "
+                  f"{', '.join(pipe[t]['off_contract'])}")
+    real = pipe.get("real") or {}
+    if real and "error" not in real:
+        factor = 1.0 / args.scale
+        grow = real["peak_rss"] - real["base_rss"]
+        state = real["pickle"] or sum(v for v in real["states"].values() if isinstance(v, int))
+        est = real["base_rss"] + grow * factor
+        print(f"\nMoltbook peak day ({PEAK_DAY['posts']:,} posts, {PEAK_DAY['comments']:,} "
+              f"comments, {PEAK_DAY['agents']:,} active agents) = this stream x {factor:.2f}:")
+        print(f"  state (pickle) {mb(state)} -> {mb(state * factor)}; RSS {mb(real['peak_rss'])}"
+              f" -> {mb(est)} (baseline {mb(real['base_rss'])} + growth x {factor:.2f}); "
+              f"fits 4 GB: {'yes' if est < MEMORY_BUDGET else 'NO'}")
+        print("  (assumes state grows linearly with the day's volume: every engine is windowed"
+              " or bounded)")
+        print("\nbytes of state by engine (pickle), real text:")
+        for name, size in sorted(real["states"].items(), key=lambda kv: str(kv[1])):
+            per = f"{size / real['events']:.0f} B/event" if isinstance(size, int) else ""
+            cell = mb(size) if isinstance(size, int) else size
+            print(f"  {name:<28}{cell:>14}  {per}")
+
+    print("\n== each engine and detector")
+    heads = [f"{t} alone ev/s" for t in texts] + [f"{t} share" for t in texts]
+    print(" " * 47 + "".join(f"{h:>18}" for h in heads))
+    names: list[str] = []
+    for t in texts:
+        for part in ("alone", "shares"):
+            for k in (res[t].get(part) or {}).get("spent", {}):
+                if k not in names:
+                    names.append(k)
+    for name in names:
+        cells = ""
+        for t in texts:
+            a = res[t].get("alone") or {}
+            s = a.get("spent", {}).get(name)
+            cell = f"{a['events'] / s:,.0f}" if s else "-"
+            cells += f"{cell:>18}"
+        for t in texts:
+            sh = res[t].get("shares") or {}
+            s = sh.get("spent", {}).get(name)
+            flag = " !" if s and s / sh["seconds"] > 0.25 else ""
+            cell = f"{100 * s / sh['seconds']:.1f} %{flag}" if s is not None else "-"
+            cells += f"{cell:>18}"
+        print(f"{name:<47}{cells}")
+    for t in texts:
+        a = res[t].get("alone") or {}
+        if a.get("item_seconds"):
+            print(f"{t}: Item.of (tokenise once) alone: {a['events'] / a['item_seconds']:,.0f}"
+                  " events/s")
+        for name, note in (a.get("notes") or {}).items():
+            print(f"  {t}: {name}: {note}")
+        for part in ("alone", "shares"):
+            if "error" in (res[t].get(part) or {}):
+                print(f"  {t}: {part} failed: {res[t][part]['error']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--quick", action="store_true", help="100k events")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--scale", type=float, default=None,
+                    help="rate and population scale (default: the normal + peak day in --events)")
+    ap.add_argument("--chunk", type=int, default=50_000, help="events generated at a time")
+    ap.add_argument("--only", choices=("real", "sim"), default=None)
+    ap.add_argument("--parts", default="pipeline,shares,alone")
+    ap.add_argument("--json", action="store_true", help="also print the raw figures as JSON")
+    ap.add_argument("--child", choices=tuple(CHILDREN), help=argparse.SUPPRESS)
+    ap.add_argument("--text", choices=("real", "sim"), default="real", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.quick:
+        args.events = 100_000
+    if args.scale is None:
+        args.scale = realtext.scale_for(args.events)
+    if args.child:
+        print(json.dumps(CHILDREN[args.child](args)))
+        return
+    res: dict[str, dict[str, dict[str, Any]]] = {}
+    for text in ("real", "sim"):
+        if args.only and text != args.only:
+            continue
+        res[text] = {}
+        for part in args.parts.split(","):
+            res[text][part] = out = run_child(part, text, args)
+            print(f"[{text} {part}: {out['wall']:.0f} s{' FAILED' if 'error' in out else ''}]",
+                  file=sys.stderr, flush=True)
+    report(args, res)
+    if args.json:
+        print(json.dumps(res, default=str))
+
+
+if __name__ == "__main__":
+    main()
