@@ -227,7 +227,7 @@ def scale_for(n_events: int, days: int = 2, **config: object) -> float:
     with its flood at ``days=2``), AgentEvents included at about their real share.
 
     >>> round(scale_for(1_250_000), 2)
-    0.89
+    0.93
     """
     cfg = RealTextConfig(**config)  # type: ignore[arg-type]
     per_scale = sum(cfg.events_per_day(d) for d in range(days)) / cfg.scale
