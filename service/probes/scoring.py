@@ -324,7 +324,7 @@ def score(probe: Probe, replies: Iterable[Reply], lookup: CitationLookup | None 
         seen.add(norm)
         ev["quality"], ev["quality_label"], ev["quality_why"] = grade, QUALITY_LABELS[grade], why
         grades.append(grade)
-    figures["quality"] = dict(sorted(Counter(grades).items()))
+    figures["quality"] = {QUALITY_LABELS[g]: c for g, c in sorted(Counter(grades).items())}
     return Score(probe.id, probe.tier, len(rs), figures, evidence)
 
 
@@ -365,7 +365,7 @@ def summarise(scores: Iterable[Score]) -> dict[str, dict[str, Any]]:
             f["valid_citation_share"] = _share(f["valid"], n)
         grades = Counter[int]()
         for s in group:
-            grades.update({int(k): v for k, v in s.figures["quality"].items()})
+            grades.update({QUALITY_LABELS.index(k): v for k, v in s.figures["quality"].items()})
         total = sum(grades.values())
         f["quality"] = {QUALITY_LABELS[g]: grades.get(g, 0) for g in range(6)}
         f["quality_mean"] = _share(sum(g * c for g, c in grades.items()), total)
