@@ -13,7 +13,8 @@ from fastapi import APIRouter, HTTPException
 from service.api.deps import RedisDep, SettingsDep
 from service.config import Settings
 from service.probes.lookup import RedisLookup
-from service.probes.report import alerts, score_campaign, score_record
+from service.probes.report import ProbeCollector, alerts, score_campaign, score_record
+from service.probes.runner import Budget
 from service.probes.scoring import summarise
 from service.probes.store import ProbeStore
 
@@ -23,6 +24,14 @@ router = APIRouter(prefix="/v1/probes", tags=["probes"])
 def _lookup(r: Any, settings: Settings) -> RedisLookup:
     return RedisLookup(r, prefix=settings.topic_prefix,
                        crawler_prefix=settings.crawler.checkpoint_prefix)
+
+
+def collector(r: Any, settings: Settings) -> ProbeCollector:
+    """The ``moltscope_probe_*`` families for ``GET /metrics`` (register it in the scrape's
+    registry)."""
+    return ProbeCollector(ProbeStore(r, settings.topic_prefix), _lookup(r, settings),
+                          Budget.of(settings.probes), agent_name=settings.probes.agent_name,
+                          killed_by_settings=settings.probes.kill_switch)
 
 
 @router.get("")

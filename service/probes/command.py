@@ -34,6 +34,9 @@ def add_probe_parser(sub: Any) -> None:
     rep.add_argument("--out", help="write the full report (with evidence) as JSON here")
     rep.add_argument("--remember", action="store_true",
                      help="add this report's figures to the band alert's baseline")
+    rep.add_argument("--embed", action="store_true",
+                     help="reply relevance by sentence-embedding cosine (loads the model) "
+                     "instead of word overlap")
     kill = verbs.add_parser("kill", help="refuse every probe write (kill switch)")
     kill.add_argument("--off", action="store_true", help="clear the kill switch")
     kill.add_argument("--reason", default="operator")
@@ -92,6 +95,20 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return _report(args, settings, store)
 
 
+def _cosine() -> Any:
+    from functools import lru_cache
+
+    from streams.embedding import Embedder
+
+    embedder = Embedder()
+
+    @lru_cache(maxsize=4096)
+    def vector(text: str) -> Any:
+        return embedder.encode_batch([text])[0]
+
+    return lambda a, b: float(vector(a) @ vector(b))  # unit vectors: the dot is the cosine
+
+
 def _report(args: argparse.Namespace, settings: Settings, store: Any) -> int:
     from service.probes.lookup import AnyLookup, ArchiveLookup, RedisLookup
     from service.probes.report import campaign_report
@@ -103,7 +120,8 @@ def _report(args: argparse.Namespace, settings: Settings, store: Any) -> int:
 
         lookups.append(ArchiveLookup.from_events(open_archive(args.archive)))
     report = campaign_report(store, AnyLookup(*lookups), agent_name=settings.probes.agent_name,
-                             remember=args.remember)
+                             remember=args.remember,
+                             similarity=_cosine() if args.embed else None)
     for tier, figures in report["summary"].items():
         shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()}
         print(f"tier {tier}: {json.dumps(shown)}")

@@ -57,9 +57,10 @@ def alerts(summary: dict[str, dict[str, Any]], history: list[dict[str, Any]]) ->
 
 
 def campaign_report(store: ProbeStore, lookup: CitationLookup | None, *,
-                    agent_name: str | None = None, remember: bool = False) -> dict[str, Any]:
+                    agent_name: str | None = None, remember: bool = False,
+                    similarity: Callable[[str, str], float] | None = None) -> dict[str, Any]:
     """Scores, summary and band alerts; ``remember`` adds the summary to the baseline."""
-    scores = score_campaign(store, lookup, agent_name=agent_name)
+    scores = score_campaign(store, lookup, agent_name=agent_name, similarity=similarity)
     summary = summarise(scores)
     history = store.history()
     found = alerts(summary, history)
