@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -301,3 +302,8 @@ def test_probe_run_against_loopback_moltbook(redis_client, real_store, caplog) -
            f'{summary["III"]["continuation_accuracy"]!r}' in text
     assert 'moltscope_probe_out_of_band{figure="continuation_accuracy",tier="III"} 0.0' in text
     assert "probe_id" not in text and "t3-by" not in text
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "probes.md").read_text()
+    families = set(re.findall(r"^# TYPE (moltscope_probe_\w+) (\w+)", text, re.M))
+    assert len(families) == 13
+    for name, kind in families:
+        assert (name.removesuffix("_total") + "_total" if kind == "counter" else name) in doc
