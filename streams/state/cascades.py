@@ -1,43 +1,70 @@
 """Adoption cascades of word n-grams (Molt Dynamics), their size distribution and power law,
 and exposure to adopting neighbours.
 
-Definitions (Molt Dynamics, arXiv 2603.03555, and its code): texts of posts and comments are
-lower-cased and split into word tokens (``\\b\\w+\\b``); every 3- to 5-gram whose words are
-*more than half* stop words is dropped (stop list: scikit-learn's English list; the paper
-does not name one). An agent *adopts* an n-gram the first time it uses it; a *cascade* is an
-n-gram adopted by at least ``min_adopters`` (10) distinct agents; its size is the number of
-distinct adopters. Sizes are fitted by a discrete power law (Clauset-Shalizi-Newman: exact
-discrete MLE with the Hurwitz zeta for each candidate xmin, xmin minimising the KS distance;
-standard error (alpha - 1)/sqrt(n_tail), as ``powerlaw`` reports it). Exposure of an agent to
-a cascade = its in-neighbours in the cumulative interaction graph (agents who commented on it)
-that adopted before it; every agent of the graph counts, as in the paper's code, and the
-adoption rate by exposure k = adopters with exposure k / agents with exposure k. The graph is
-taken as it stands at each analysis (every ``analysis_every``), like the paper's static graph;
-the exposure analysis covers the ``exposure_cascades`` largest cascades.
+Definitions (Molt Dynamics, arXiv 2603.03555, and its code): the word tokens of posts and
+comments (:attr:`streams.text.Text.words`: lower case, URLs removed, runs of word characters,
+i.e. the paper's ``\\b\\w+\\b``); every 3- to 5-gram whose words are *more than half* stop words
+is dropped (stop list: scikit-learn's English list; the paper does not name one). An agent
+*adopts* an n-gram the first time it uses it; a *cascade* is an n-gram adopted by at least
+``min_adopters`` (10) distinct agents; its size is the number of distinct adopters. Sizes are
+fitted by a discrete power law (Clauset-Shalizi-Newman: exact discrete MLE with the Hurwitz
+zeta for each candidate xmin, xmin minimising the KS distance; standard error
+(alpha - 1)/sqrt(n_tail), as ``powerlaw`` reports it). Exposure of an agent to a cascade = its
+in-neighbours in the cumulative interaction graph (agents who commented on it) that adopted
+before it; every agent of the graph counts, as in the paper's code, and the adoption rate by
+exposure k = adopters with exposure k / agents with exposure k. Texts whose author is unknown
+(``item.author`` None) adopt nothing: they are counted in ``cascade_anonymous_texts_total``.
 
-Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams (each with its
-adopters). When full, the quarter with the fewest adopters (oldest first) that are not yet
-cascades is evicted; ``cascade_ngrams_evicted_total`` and ``cascade_evicted_adopters_max``
-say what was lost: sizes are exact for every n-gram never evicted, and an evicted n-gram that
-comes back restarts with at most that many adopters missing. Cascades themselves are never
-evicted (their adopter sets are the cascade); memory = table entries + total cascade size.
+How (per text amortised O(words), no Python loop over words or history). The n-gram ids are
+:meth:`streams.text.Text.word_ngram_ids`; the stop-word filter is a mask over the word ids and
+cumulative sums of it (stop words in every window). Each text appends its kept n-gram ids, its
+agent and time to a buffer; every ``flush_every`` (gram, agent) pairs the buffer is merged in
+one vectorised pass: one sort of the pairs by a 64-bit key (the n-gram id's top 38 bits, the
+agent's 26-bit index: grouped by n-gram, then agent; two n-grams sharing 38 bits are told apart
+by their full id, exactly), first use = the earliest time of each pair, one ``searchsorted`` into
+the adoption store (sorted by the same key) to keep the pairs never seen, one ``searchsorted``
+into the n-gram table (sorted by id) to add them to each n-gram's distinct-adopter count. A
+cascade's readable words are taken, when it crosses ``min_adopters``, from a buffered text that
+adopted it (:func:`streams.text.ngram_text`).
 
-Multi-worker: the per-partition stage tokenises (:func:`ngrams_of`) and forwards adoption
-facts ``(ngram, agent, time)``; the society-wide reducer calls :meth:`CascadeEngine.adopt`
-and shares the reducer's :class:`~streams.state.graph.InteractionGraph` for exposure.
+Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, at least
+``analysis_min_texts`` texts apart), bounded per run: the power-law fit only when the sizes
+changed, over at most ``max_xmin_candidates`` xmin values (all of them up to that many
+distinct sizes, the exact CSN search; else evenly spaced among the distinct sizes); exposures
+recomputed only for cascades that gained adopters since their last computation, largest first,
+until ``exposure_budget`` adopters were visited; the rest keep their last figures
+(``exposure_stale_cascades`` says how many). Exposures are vectorised over the graph's
+cumulative edge arrays (:meth:`InteractionGraph.arrays`, indexed by source once per analysis).
+``analyse(full=True)`` recomputes every exposure against the graph as it stands: the paper's
+static-graph computation (replay's last report).
 
->>> sorted(ngrams_of("The swarm is the answer; the swarm decides.", (3, 3)))
-['answer the swarm', 'the swarm decides']
+Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
+adopter count, last adoption) plus 24 bytes per adoption (key, id, time) in the store, and the
+buffer (``flush_every`` pairs, ~32 bytes each, plus the buffered texts' words). When full, the
+n-grams that are not cascades with the fewest adopters (oldest first) are evicted down to
+``evict_to`` x ``max_tracked``, with their adoptions; ``cascade_ngrams_evicted_total`` and
+``cascade_evicted_adopters_max`` say what was lost: sizes are exact for every n-gram never
+evicted, and an evicted n-gram that comes back restarts with at most that many adopters
+missing. Cascades themselves are never evicted (their adoptions are the cascade): memory =
+table + total cascade size. Agents are indexed once (~100 bytes each, the society's size).
+
+>>> from datetime import datetime, timezone
+>>> from streams.events import PostEvent
+>>> t0 = datetime(2026, 2, 1, tzinfo=timezone.utc)
+>>> eng = CascadeEngine(CascadeConfig(min_adopters=2))
+>>> for i, who in enumerate(["a", "b", "a", None]):
+...     eng.update(Item.of(PostEvent(id=f"post:{i}", event_time=t0, observed_at=t0,
+...                                  post_id=str(i), author=who, title="Molt swarm rising!")))
+>>> eng.sizes(), eng.anonymous_total
+({'molt swarm rising': 2}, 1)
 """
 
 from __future__ import annotations
 
-import heapq
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -45,25 +72,51 @@ import numpy as np
 from scipy import optimize, special
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from streams.events import CommentEvent, PostEvent, VoteEvent
-from streams.state.base import Sample, Snapshot
+from streams.events import CommentEvent, PostEvent
+from streams.state.base import Item, Sample, Snapshot
 from streams.state.graph import InteractionGraph
+from streams.text import K, Text, ngram_text, token_ids
 
-WORD = re.compile(r"\b\w+\b")
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS)
+STOP_IDS = np.unique(token_ids(sorted(STOP_WORDS)))
+AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption's key
+AGENT_MASK = np.uint64((1 << AGENT_BITS) - 1)
+PREFIX_MASK = ~AGENT_MASK
+BYTES_PER_NGRAM = 8 + 4 + 8
+BYTES_PER_ADOPTION = 8 + 8 + 8
 
 
-def ngrams_of(text: str, n_range: tuple[int, int] = (3, 5),
-              stop_words: frozenset[str] = STOP_WORDS, max_stop_share: float = 0.5) -> set[str]:
-    """Distinct lower-cased word n-grams of ``text`` kept by the stop-word filter."""
-    words = WORD.findall(text.lower())
-    stop = [w in stop_words for w in words]
-    out: set[str] = set()
-    for n in range(n_range[0], n_range[1] + 1):
-        for i in range(len(words) - n + 1):
-            if sum(stop[i:i + n]) <= max_stop_share * n:
-                out.add(" ".join(words[i:i + n]))
-    return out
+def kept_ngrams(text: Text, n_range: tuple[int, int] = (3, 5), max_stop_share: float = 0.5,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Ids, lengths and start word of the word n-grams of ``text`` (n in n_range, in order of
+    n then position) whose stop words are at most ``max_stop_share`` of their words.
+
+    >>> ids, ns, starts = kept_ngrams(Text.of("The swarm is the answer; the swarm decides."),
+    ...                               (3, 3))
+    >>> [ngram_text(Text.of("The swarm is the answer; the swarm decides.").words, 3, int(i))
+    ...  for i in starts]
+    ['answer the swarm', 'the swarm decides']
+    """
+    w = text.word_ids
+    lo, hi = n_range
+    if len(w) < lo:
+        empty = np.empty(0, np.int64)
+        return np.empty(0, np.uint64), empty, empty
+    pos = np.searchsorted(STOP_IDS, w)
+    pos[pos == len(STOP_IDS)] = 0
+    stops = np.concatenate(([0], np.cumsum(STOP_IDS[pos] == w)))
+    g = text.word_ngram_ids(lo)
+    ids, ns, starts = [], [], []
+    for n in range(lo, hi + 1):
+        if n > lo:  # the rolling hash of n words from that of n - 1 (= word_ngram_ids(n))
+            if len(g) <= 1:
+                break
+            g = g[:-1] * K + w[n - 1:]
+        keep = np.flatnonzero((stops[n:] - stops[:-n]) <= max_stop_share * n)
+        ids.append(g[keep])
+        ns.append(np.full(len(keep), n))
+        starts.append(keep)
+    return np.concatenate(ids), np.concatenate(ns), np.concatenate(starts)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -95,18 +148,27 @@ def _alpha_mle(tail: np.ndarray, xmin: int) -> float:
 
 def fit_discrete_power_law(sizes: Sequence[int] | np.ndarray, xmin: int | None = None,
                            alpha_range: tuple[float, float] | None = (0.0, 3.0),
-                           ) -> PowerLawFit | None:
+                           max_candidates: int | None = None) -> PowerLawFit | None:
     """CSN fit of integer data: for each candidate xmin (distinct values but the largest), the
     exact discrete MLE of alpha; keep the xmin whose fit has the smallest KS distance between
     the empirical and the fitted CDF of the tail. Like ``powerlaw.Fit`` (whose default
     ``alpha`` range is (0, 3)), fits outside ``alpha_range`` are passed over unless no xmin
-    gives one inside. None below two distinct values."""
+    gives one inside. ``max_candidates``: above that many distinct values, that many evenly
+    spaced among them (the smallest and the largest included). None below two distinct
+    values."""
     x = np.asarray(sizes, dtype=np.int64)
     x = np.sort(x[x >= 1])
-    candidates = [xmin] if xmin is not None else np.unique(x)[:-1].tolist()
+    if xmin is not None:
+        candidates = [xmin]
+    else:
+        distinct = np.unique(x)[:-1]
+        if max_candidates is not None and len(distinct) > max_candidates:
+            distinct = distinct[np.unique(np.linspace(0, len(distinct) - 1, max_candidates)
+                                          .round().astype(np.int64))]
+        candidates = distinct.tolist()
     fits: list[PowerLawFit] = []
     for xm in candidates:
-        tail = x[x >= xm]
+        tail = x[np.searchsorted(x, xm):]
         if len(tail) < 2 or tail[0] == tail[-1]:
             continue
         alpha = _alpha_mle(tail, int(xm))
@@ -127,17 +189,25 @@ def fit_discrete_power_law(sizes: Sequence[int] | np.ndarray, xmin: int | None =
 @dataclass(frozen=True, slots=True)
 class CascadeConfig:
     """n_range [(3, 5)], min_adopters [10], max_stop_share [0.5]: the paper's definitions;
-    max_tracked [100_000]: n-grams held; analysis_every [10 min]: power-law fit and exposure
-    analysis period (event time); shown [50]: cascades listed in details, with at most
-    adopters_shown [50] adopters each; max_exposure [10]: exposures above are pooled;
-    exposure_cascades [1000]: the exposure analysis covers the largest this many cascades
-    (its cost is their total size times the mean degree)."""
+    max_tracked [1_000_000]: n-grams held, evicted down to evict_to [0.5] of it when full;
+    flush_every [200_000]: buffered (n-gram, agent) pairs merged at once; analysis_every
+    [600 s] and analysis_min_texts [10_000]: power-law fit and exposure analysis period (event
+    time, and texts between two); max_xmin_candidates [100]: xmin values the fit tries;
+    exposure_budget [200_000]: adopters whose exposure one analysis recomputes at most;
+    shown [50]: cascades listed in details, with at most adopters_shown [50] adopters each;
+    max_exposure [10]: exposures above are pooled; exposure_cascades [1000]: the exposure
+    analysis covers the largest this many cascades."""
 
     n_range: tuple[int, int] = (3, 5)
     min_adopters: int = 10
     max_stop_share: float = 0.5
-    max_tracked: int = 100_000
-    analysis_every: timedelta = timedelta(minutes=10)
+    max_tracked: int = 1_000_000
+    evict_to: float = 0.5
+    flush_every: int = 200_000
+    analysis_every: float | timedelta = 600.0
+    analysis_min_texts: int = 10_000
+    max_xmin_candidates: int = 100
+    exposure_budget: int = 200_000
     shown: int = 50
     adopters_shown: int = 50
     max_exposure: int = 10
@@ -145,9 +215,47 @@ class CascadeConfig:
 
 
 @dataclass(slots=True)
-class _Gram:
-    adopters: dict[str, float] = field(default_factory=dict)  # agent -> first use (epoch s)
-    last: float = 0.0
+class _Exposure:
+    """One cascade's exposure figures as of its last computation."""
+
+    size: int  # adopters then (the cascade is dirty when it has more now)
+    agents: np.ndarray  # graph agents by exposure 0..max_exposure (agents with k >= 1 only
+    adopted: np.ndarray  # and adopters; the unexposed rest is added from the node count)
+    counted: int  # agents counted in ``agents``
+    first: list[dict[str, Any]]  # the first adopters_shown adopters with their exposure
+
+
+class _EdgeIndex:
+    """The graph's cumulative edges indexed by source (CSR), rebuilt when a quarter new."""
+
+    def __init__(self) -> None:
+        self.m = 0
+        self.indptr = np.zeros(1, np.int64)
+        self.dst = np.empty(0, np.int64)
+
+    def refresh(self, graph: InteractionGraph) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of the edges newer than the index; the index rebuilt when they are more
+        than a quarter of it (amortised O(log E) an edge)."""
+        names, src, dst, _ = graph.arrays()
+        m = len(src)
+        if m - self.m > self.m // 4:
+            order = np.argsort(src, kind="stable")
+            self.dst = dst[order].astype(np.int64)
+            self.indptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=len(names)))))
+            self.m = m
+        return src[self.m:m].astype(np.int64), dst[self.m:m].astype(np.int64)
+
+    def out_edges(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) of the indexed out-edges of ``nodes``."""
+        inside = nodes[nodes < len(self.indptr) - 1]
+        lo, hi = self.indptr[inside], self.indptr[inside + 1]
+        counts = hi - lo
+        total = int(counts.sum())
+        if not total:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        starts = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        idx = starts + np.arange(total)
+        return np.repeat(inside, counts), self.dst[idx]
 
 
 class CascadeEngine:
@@ -159,137 +267,355 @@ class CascadeEngine:
 
     def __init__(self, config: CascadeConfig | None = None,
                  graph: InteractionGraph | None = None) -> None:
-        self.config = config or CascadeConfig()
+        self.config = cfg = config or CascadeConfig()
+        every = cfg.analysis_every
+        self._every = every.total_seconds() if isinstance(every, timedelta) else float(every)
         self._own_graph = graph is None
         self.graph = graph or InteractionGraph()
-        self._grams: dict[str, _Gram] = {}
-        self._cascades: set[str] = set()
+        self._agent_ids: dict[str, int] = {}
+        self._agents: list[str] = []
+        self._gmap = np.empty(0, np.int64)  # agent index -> graph agent index (-1: not in it)
+        self._gnames: dict[str, int] = {}  # graph agent index by name, as far as seen
+        # n-gram table, sorted by id
+        self._keys = np.empty(0, np.uint64)
+        self._size = np.empty(0, np.uint32)
+        self._last = np.empty(0, np.float64)
+        # adoption store, sorted by key (id prefix | agent)
+        self._sk = np.empty(0, np.uint64)
+        self._sg = np.empty(0, np.uint64)
+        self._st = np.empty(0, np.float64)
+        # buffer
+        self._bg: list[np.ndarray] = []
+        self._ba: list[int] = []
+        self._bt: list[float] = []
+        self._btext: list[Text] = []
+        self._buffered = 0
+        self._words: dict[int, str] = {}  # cascade id -> its words
+        self._exposure: dict[int, _Exposure] = {}
+        self._edges = _EdgeIndex()
         self.adoptions_total = 0
+        self.texts_total = 0
+        self.anonymous_total = 0
         self.evicted_total = 0
         self.evicted_adopters_max = 0
         self._due: float | None = None
-        self._analysis: dict[str, Any] = {}
+        self._texts_at_analysis = 0
+        self._fit_key: bytes | None = None
         self._fit: PowerLawFit | None = None
+        self._analysis: dict[str, Any] = {}
 
-    def update(self, event: PostEvent | CommentEvent | VoteEvent) -> None:
-        if isinstance(event, VoteEvent):
+    # -- ingest -----------------------------------------------------------------------------
+    def update(self, item: Item) -> None:
+        event = item.event
+        if not isinstance(event, PostEvent | CommentEvent) or item.text is None:
             return
-        if isinstance(event, CommentEvent) and self._own_graph:
-            self.graph.update(event)
-        cfg, ts = self.config, event.event_time.timestamp()
-        for g in ngrams_of(event.text, cfg.n_range, max_stop_share=cfg.max_stop_share):
-            self._adopt(g, event.author, ts)
+        if self._own_graph and isinstance(event, CommentEvent):
+            self.graph.update(item)
+        if item.author is None:
+            self.anonymous_total += 1
+            return
+        self.texts_total += 1
+        cfg = self.config
+        ids = kept_ngrams(item.text, cfg.n_range, cfg.max_stop_share)[0]
+        if not len(ids):
+            return
+        agent = self._agent_ids.get(item.author)
+        if agent is None:
+            agent = self._agent_ids[item.author] = len(self._agents)
+            if agent > int(AGENT_MASK):
+                raise ValueError("more than 2^26 agents")
+            self._agents.append(item.author)
+            if agent == len(self._gmap):
+                self._gmap = np.concatenate((self._gmap, np.full(max(agent, 1024), -1)))
+            self._gmap[agent] = self._gnames.get(item.author, -1)
+        self._bg.append(ids)
+        self._ba.append(agent)
+        self._bt.append(item.t)
+        self._btext.append(item.text)
+        self._buffered += len(ids)
+        if self._buffered >= cfg.flush_every:
+            self._flush()
 
-    def adopt(self, ngram: str, agent: str, time: datetime) -> None:
-        """One adoption fact: ``agent`` used ``ngram`` at ``time`` (first use counts)."""
-        self._adopt(ngram, agent, time.timestamp())
+    def _flush(self) -> None:
+        if not self._buffered:
+            return
+        lens = np.fromiter((len(a) for a in self._bg), np.int64, len(self._bg))
+        g = np.concatenate(self._bg)
+        a = np.repeat(np.asarray(self._ba, np.uint64), lens)
+        t = np.repeat(np.asarray(self._bt, np.float64), lens)
+        texts = self._btext
+        self._bg, self._ba, self._bt, self._btext, self._buffered = [], [], [], [], 0
+        key = (g & PREFIX_MASK) | a
+        order = np.argsort(key)
+        ks, gs = key[order], g[order]
+        same_key = ks[1:] == ks[:-1]
+        if (same_key & (gs[1:] != gs[:-1])).any():  # two n-grams share a prefix and an agent
+            order = np.lexsort((g, key))
+            ks, gs = key[order], g[order]
+            same_key = ks[1:] == ks[:-1]
+        first = np.flatnonzero(np.r_[True, ~same_key | (gs[1:] != gs[:-1])])
+        ku, gu, src = ks[first], gs[first], order[first]
+        tu = np.minimum.reduceat(t[order], first)
+        # pairs already adopted: keep the earliest time
+        pos = np.searchsorted(self._sk, ku)
+        hit = pos < len(self._sk)
+        hit[hit] = self._sk[pos[hit]] == ku[hit]
+        found = hit.copy()
+        found[hit] = self._sg[pos[hit]] == gu[hit]
+        at = pos.copy()
+        for i in np.flatnonzero(hit & ~found):  # same key, another n-gram: look along the run
+            j = int(pos[i])
+            while j < len(self._sk) and self._sk[j] == ku[i]:
+                if self._sg[j] == gu[i]:
+                    found[i], at[i] = True, j
+                    break
+                j += 1
+        e = at[found]
+        self._st[e] = np.minimum(self._st[e], tu[found])
+        new = ~found
+        kn, gn, tn, srcn = ku[new], gu[new], tu[new], src[new]
+        self._sk = np.insert(self._sk, pos[new], kn)
+        self._sg = np.insert(self._sg, pos[new], gn)
+        self._st = np.insert(self._st, pos[new], tn)
+        self.adoptions_total += len(kn)
+        self._count(gn, tn, srcn, lens, texts)
 
-    def _adopt(self, ngram: str, agent: str, ts: float) -> None:
-        gram = self._grams.get(ngram)
-        if gram is None:
-            gram = self._grams[ngram] = _Gram()
-            if len(self._grams) > self.config.max_tracked:
-                self._evict(keep=ngram)
-        first = gram.adopters.get(agent)
-        if first is None or ts < first:
-            if first is None:
-                self.adoptions_total += 1
-            gram.adopters[agent] = ts
-        gram.last = max(gram.last, ts)
-        if len(gram.adopters) >= self.config.min_adopters:
-            self._cascades.add(ngram)
+    def _count(self, gn: np.ndarray, tn: np.ndarray, srcn: np.ndarray, lens: np.ndarray,
+               texts: list[Text]) -> None:
+        """Add new adoptions (grouped by id prefix) to each n-gram's count; evict if full."""
+        if not len(gn):
+            return
+        m = self.config.min_adopters
+        run = np.flatnonzero(np.r_[True, gn[1:] != gn[:-1]])
+        rg, rc = gn[run], np.diff(np.r_[run, len(gn)])
+        rt = np.maximum.reduceat(tn, run)
+        pos = np.searchsorted(self._keys, rg)
+        hit = pos < len(self._keys)
+        hit[hit] = self._keys[pos[hit]] == rg[hit]
+        e = pos[hit]
+        before = self._size[e].copy()
+        np.add.at(self._size, e, rc[hit].astype(np.uint32))
+        np.maximum.at(self._last, e, rt[hit])
+        after = self._size[e]
+        crossed = rg[hit][(before < m) & (after >= m)]
+        # n-grams seen for the first time (a prefix-run may repeat one: sum its runs)
+        ng, inverse = np.unique(rg[~hit], return_inverse=True)
+        nc = np.bincount(inverse, weights=rc[~hit], minlength=len(ng)).astype(np.uint32)
+        nt = np.full(len(ng), -np.inf)
+        np.maximum.at(nt, inverse, rt[~hit])
+        at = np.searchsorted(self._keys, ng)
+        self._keys = np.insert(self._keys, at, ng)
+        self._size = np.insert(self._size, at, nc)
+        self._last = np.insert(self._last, at, nt)
+        born = ng[nc >= m]
+        crossed = np.concatenate((crossed, born))
+        if len(crossed):
+            self._name(crossed, gn, srcn, lens, texts)
+        if len(self._keys) > self.config.max_tracked:
+            self._evict()
 
-    def _evict(self, keep: str) -> None:
-        target = (3 * self.config.max_tracked) // 4
-        candidates = ((len(g.adopters), g.last, k) for k, g in self._grams.items()
-                      if k not in self._cascades and k != keep)
-        for n, _, k in heapq.nsmallest(len(self._grams) - target, candidates):
-            del self._grams[k]
-            self.evicted_total += 1
-            self.evicted_adopters_max = max(self.evicted_adopters_max, n)
+    def _name(self, crossed: np.ndarray, gn: np.ndarray, srcn: np.ndarray, lens: np.ndarray,
+              texts: list[Text]) -> None:
+        """The words of n-grams that just became cascades, from a buffered text using them."""
+        cfg = self.config
+        offsets = np.concatenate(([0], np.cumsum(lens)))
+        where = np.isin(gn, crossed)
+        ids, idx = np.unique(gn[where], return_index=True)
+        for gid, flat in zip(ids.tolist(), srcn[where][idx].tolist(), strict=True):
+            ti = int(np.searchsorted(offsets, flat, side="right")) - 1
+            text = texts[ti]
+            _, ns, starts = kept_ngrams(text, cfg.n_range, cfg.max_stop_share)
+            local = flat - int(offsets[ti])
+            self._words[gid] = ngram_text(text.words, int(ns[local]), int(starts[local]))
 
-    def expire(self, now: datetime) -> None:
+    def _evict(self) -> None:
+        """Drop the non-cascade n-grams with the fewest adopters (oldest first) and their
+        adoptions, down to evict_to x max_tracked."""
+        cfg = self.config
+        target = int(cfg.evict_to * cfg.max_tracked)
+        cand = np.flatnonzero(self._size < cfg.min_adopters)
+        n_drop = min(len(self._keys) - target, len(cand))
+        if n_drop <= 0:
+            return
+        t0 = float(self._last[cand].min())
+        score = self._size[cand].astype(np.float64) * 2.0 ** 34 + (self._last[cand] - t0)
+        drop = cand[np.argpartition(score, n_drop - 1)[:n_drop]]
+        gone = np.zeros(len(self._keys), bool)
+        gone[drop] = True
+        self.evicted_total += n_drop
+        self.evicted_adopters_max = max(self.evicted_adopters_max,
+                                        int(self._size[drop].max()))
+        pair_gram = np.searchsorted(self._keys, self._sg)
+        keep_pairs = ~gone[pair_gram]
+        self._sk, self._sg, self._st = (self._sk[keep_pairs], self._sg[keep_pairs],
+                                        self._st[keep_pairs])
+        keep = ~gone
+        self._keys, self._size, self._last = self._keys[keep], self._size[keep], self._last[keep]
+
+    # -- time -------------------------------------------------------------------------------
+    def expire(self, now: float) -> None:
         """Drive the periodic analysis (event time)."""
-        ts = now.timestamp()
         if self._due is None:
-            self._due = ts + self.config.analysis_every.total_seconds()
-        elif ts >= self._due:
+            self._due = now + self._every
+        elif (now >= self._due and self.texts_total - self._texts_at_analysis
+              >= self.config.analysis_min_texts):
             self.analyse()
-            self._due = ts + self.config.analysis_every.total_seconds()
+            self._due = now + self._every
+
+    # -- queries ----------------------------------------------------------------------------
+    def _cascades(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, sizes) of the cascades."""
+        self._flush()
+        c = self._size >= self.config.min_adopters
+        return self._keys[c], self._size[c].astype(np.int64)
 
     def sizes(self) -> dict[str, int]:
         """Cascade sizes (distinct adopters) by n-gram."""
-        return {g: len(self._grams[g].adopters) for g in self._cascades}
+        ids, sizes = self._cascades()
+        return {self._words[g]: s for g, s in zip(ids.tolist(), sizes.tolist(), strict=True)}
 
-    def exposures(self, ngram: str, nodes: int | None = None,
-                  ) -> tuple[dict[str, int], Counter, Counter]:
-        """For one n-gram: each adopter's exposure (adopted in-neighbours before it); and,
-        over every agent of the graph, agents and adopters by exposure."""
-        adopters = self._grams[ngram].adopters
-        graph = self.graph
-        mine: dict[str, int] = {}
-        for a, t in adopters.items():
-            mine[a] = sum(1 for j in graph.in_neighbours(a)
-                          if (tj := adopters.get(j)) is not None and tj < t)
-        exposed: Counter = Counter()  # non-adopters: adopted in-neighbours (all, ever)
-        for j in adopters:
-            for a in graph.out_neighbours(j):
-                if a not in adopters:
-                    exposed[a] += 1
-        agents: Counter = Counter(exposed.values())
-        adopted: Counter = Counter()
-        if nodes is None:
-            nodes = graph.cumulative_size()[0]
-        in_graph = 0
-        for a, k in mine.items():
-            if graph.in_neighbours(a) or graph.out_neighbours(a):
-                agents[k] += 1
-                adopted[k] += 1
-                in_graph += 1
-        agents[0] += nodes - in_graph - len(exposed)
-        return mine, agents, adopted
+    def tracked(self) -> int:
+        self._flush()
+        return len(self._keys)
 
-    def analyse(self) -> None:
-        """Power-law fit of the sizes and exposure analysis over all cascades."""
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in (self._keys, self._size, self._last, self._sk,
+                                          self._sg, self._st)))
+
+    def _gram_id(self, ngram: str) -> int:
+        words = Text.of(ngram).words
+        return int(Text(words).word_ngram_ids(len(words))[0])
+
+    def _adopters(self, gid: int) -> tuple[np.ndarray, np.ndarray]:
+        """(agent indices, first-use times) of an n-gram's adopters, in key order."""
+        g = np.uint64(gid)
+        prefix = g & PREFIX_MASK
+        lo = np.searchsorted(self._sk, prefix)
+        hi = np.searchsorted(self._sk, prefix | AGENT_MASK, side="right")
+        mine = self._sg[lo:hi] == g
+        return (self._sk[lo:hi][mine] & AGENT_MASK).astype(np.int64), self._st[lo:hi][mine]
+
+    def adopters(self, ngram: str) -> dict[str, float]:
+        """Adopters of an n-gram and their first use (unix seconds)."""
+        self._flush()
+        agents, times = self._adopters(self._gram_id(ngram))
+        return {self._agents[a]: t for a, t in zip(agents.tolist(), times.tolist(), strict=True)}
+
+    def _graph_map(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """Bring the edge index and the agent -> graph index map up to date: (tail src, tail
+        dst, graph nodes)."""
+        names = self.graph.arrays()[0]
+        for i in range(len(self._gnames), len(names)):
+            name = names[i]
+            self._gnames[name] = i
+            mine = self._agent_ids.get(name)
+            if mine is not None:
+                self._gmap[mine] = i
+        tail_src, tail_dst = self._edges.refresh(self.graph)
+        return tail_src, tail_dst, len(names)
+
+    def exposures(self, ngram: str) -> tuple[dict[str, int], Counter, Counter]:
+        """For one n-gram: each adopter's exposure (adopted in-neighbours before it; adopters
+        in the graph only); and, over every agent of the graph, agents and adopters by
+        exposure (not pooled)."""
+        self._flush()
+        agents, times = self._adopters(self._gram_id(ngram))
+        k, gi = self._exposure_of(agents, times, *self._graph_map())
+        inside = gi >= 0
+        mine = {self._agents[a]: int(k[g]) for a, g in zip(agents[inside].tolist(),
+                                                           gi[inside].tolist(), strict=True)}
+        return mine, Counter(k.tolist()), Counter(mine.values())
+
+    def _exposure_of(self, agents: np.ndarray, times: np.ndarray, tail_src: np.ndarray,
+                     tail_dst: np.ndarray, nodes: int) -> tuple[np.ndarray, np.ndarray]:
+        """Exposure of every agent of the graph: k[a] = edges j -> a with j an adopter before
+        a (a non-adopter: ever); and each adopter's graph index (-1: not in the graph)."""
+        gi = self._gmap[agents]
+        inside = gi >= 0
+        ta = np.full(nodes, np.inf)
+        ta[gi[inside]] = times[inside]
+        src, dst = self._edges.out_edges(gi[inside])
+        if len(tail_src):
+            t_mask = np.isfinite(ta[tail_src])
+            src = np.concatenate((src, tail_src[t_mask]))
+            dst = np.concatenate((dst, tail_dst[t_mask]))
+        before = ta[src] < ta[dst]
+        return np.bincount(dst[before], minlength=nodes), gi
+
+    def analyse(self, full: bool = False) -> None:
+        """Power-law fit of the sizes (when they changed) and the exposure analysis (changed
+        cascades within the budget; every one of them when ``full``)."""
         cfg = self.config
-        sizes = self.sizes()
-        self._fit = fit_discrete_power_law(list(sizes.values())) if len(sizes) >= 2 else None
-        agents: Counter = Counter()
-        adopted: Counter = Counter()
-        largest = sorted(sizes, key=lambda g: (-sizes[g], g))[:cfg.exposure_cascades]
-        shown = set(largest[:cfg.shown])
+        self._texts_at_analysis = self.texts_total
+        ids, sizes = self._cascades()
+        key = np.sort(sizes).tobytes()
+        if key != self._fit_key:
+            self._fit_key = key
+            self._fit = (fit_discrete_power_law(sizes, max_candidates=cfg.max_xmin_candidates)
+                         if len(sizes) >= 2 else None)
+        order = np.lexsort((ids, -sizes))[:cfg.exposure_cascades]
+        largest, lsizes = ids[order].tolist(), sizes[order].tolist()
+        tail_src, tail_dst, nodes = self._graph_map()
+        cap = cfg.max_exposure
+        budget = cfg.exposure_budget
+        stale = 0
+        for gid, size in zip(largest, lsizes, strict=True):  # largest first
+            ex = self._exposure.get(gid)
+            if ex is not None and ex.size == size and not full:
+                continue
+            if budget < size and budget < cfg.exposure_budget and not full:
+                stale += 1  # over the budget (the first one is always done)
+                continue
+            budget -= size
+            agents, times = self._adopters(gid)
+            k, gi = self._exposure_of(agents, times, tail_src, tail_dst, nodes)
+            inside = gi >= 0
+            counted = np.union1d(np.flatnonzero(k), gi[inside])
+            first = np.lexsort((agents, times))[:cfg.adopters_shown].tolist()
+            self._exposure[gid] = _Exposure(
+                size, np.bincount(np.minimum(k[counted], cap), minlength=cap + 1),
+                np.bincount(np.minimum(k[gi[inside]], cap), minlength=cap + 1), len(counted),
+                [{"agent": self._agents[int(agents[i])], "time": datetime_iso(float(times[i])),
+                  "exposure": int(k[gi[i]]) if gi[i] >= 0 else None} for i in first])
+        agents_k = np.zeros(cap + 1, np.int64)
+        adopted_k = np.zeros(cap + 1, np.int64)
         listed: list[dict[str, Any]] = []
-        nodes = self.graph.cumulative_size()[0]
-        for g in largest:
-            mine, ag, ad = self.exposures(g, nodes)
-            cap = cfg.max_exposure
-            for k, v in ag.items():
-                agents[min(k, cap)] += v
-            for k, v in ad.items():
-                adopted[min(k, cap)] += v
-            if g in shown:
-                order = sorted(self._grams[g].adopters.items(), key=lambda kv: (kv[1], kv[0]))
+        for rank, (gid, size) in enumerate(zip(largest, lsizes, strict=True)):
+            ex = self._exposure.get(gid)
+            if ex is not None:
+                agents_k += ex.agents
+                adopted_k += ex.adopted
+                agents_k[0] += nodes - ex.counted  # the graph's unexposed agents, now
+            if rank < cfg.shown:
+                times = self._adopters(gid)[1]
                 listed.append({
-                    "ngram": g, "size": sizes[g],
-                    "first": datetime_iso(order[0][1]), "last": datetime_iso(order[-1][1]),
-                    "adopters": [{"agent": a, "time": datetime_iso(t), "exposure": mine[a]}
-                                 for a, t in order[:cfg.adopters_shown]],
+                    "ngram": self._words[gid], "size": size,
+                    "first": datetime_iso(float(times.min())),
+                    "last": datetime_iso(float(times.max())),
+                    "adopters": [] if ex is None else ex.first,
+                    "exposure_of_size": None if ex is None else ex.size,
                 })
-        rate = {str(k): {"agents": agents[k], "adopters": adopted[k],
-                         "rate": adopted[k] / agents[k] if agents[k] else None}
-                for k in sorted(agents)}
+        agents, adopted = agents_k, adopted_k
+        rate = {str(k): {"agents": int(agents[k]), "adopters": int(adopted[k]),
+                         "rate": float(adopted[k] / agents[k]) if agents[k] else None}
+                for k in range(cap + 1) if agents[k]}
         self._analysis = {"cascades": listed, "adoption_rate_by_exposure": rate,
-                          "exposure_cascades": len(largest)}
+                          "exposure_cascades": len(largest), "exposure_stale_cascades": stale}
 
     def snapshot(self) -> Snapshot:
-        sizes = list(self.sizes().values())
+        _, size_arr = self._cascades()
+        sizes = size_arr.tolist()
         samples = [
             Sample("cascades", float(len(sizes)), help="n-grams with >= min_adopters adopters"),
             Sample("cascade_size_max", float(max(sizes, default=0)), help="Largest cascade"),
             Sample("cascade_adoptions_total", float(self.adoptions_total), kind="counter"),
-            Sample("cascade_ngrams_tracked", float(len(self._grams))),
+            Sample("cascade_anonymous_texts_total", float(self.anonymous_total),
+                   kind="counter", help="Posts and comments without an author: no adoption"),
+            Sample("cascade_ngrams_tracked", float(len(self._keys))),
             Sample("cascade_ngrams_evicted_total", float(self.evicted_total), kind="counter"),
             Sample("cascade_evicted_adopters_max", float(self.evicted_adopters_max)),
+            Sample("cascade_state_bytes", float(self.nbytes()),
+                   help="Bytes of the n-gram table and the adoption store"),
         ]
         if self._fit is not None:
             samples += [

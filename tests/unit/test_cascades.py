@@ -1,10 +1,12 @@
-"""Cascades vs plain recomputation; the discrete power-law fit vs powerlaw.Fit(discrete=True)."""
+"""Cascades vs plain set recomputation on real threads; exposures vs the paper's static-graph
+computation; the discrete power-law fit vs powerlaw.Fit(discrete=True)."""
 
 from __future__ import annotations
 
-import re
+import random
 import warnings
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 import networkx as nx
 import numpy as np
@@ -13,18 +15,32 @@ import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from streams.events import CommentEvent, PostEvent
-from streams.state.cascades import CascadeConfig, CascadeEngine, fit_discrete_power_law
+from streams.state import cascades
+from streams.state.base import Item
+from streams.state.cascades import (
+    CascadeConfig,
+    CascadeEngine,
+    fit_discrete_power_law,
+    kept_ngrams,
+)
 from streams.state.graph import InteractionGraph
+from streams.text import Text, tokenize
 from tests.unit.collective_data import thread_events
 
-CFG = CascadeConfig(min_adopters=3)  # the real sample is small: 10 adopters leaves too few
+CFG = CascadeConfig(min_adopters=3, flush_every=5_000)  # the sample is small: 10 leaves few
+
+
+def items() -> list[Item]:
+    return [Item.of(e) for e in thread_events()]
 
 
 def batch_adoptions(min_adopters: int) -> dict[str, dict[str, float]]:
-    """n-gram -> {agent: first use}, straight from the definition."""
+    """n-gram -> {agent: first use}, straight from the definition with Python sets."""
     first: dict[str, dict[str, float]] = {}
     for e in thread_events():
-        words = re.findall(r"\b\w+\b", e.text.lower())
+        if e.author is None:
+            continue
+        words = [t for t in tokenize(e.text) if t[0].isalnum() or t[0] == "_"]
         for n in (3, 4, 5):
             for i in range(len(words) - n + 1):
                 gram = words[i:i + n]
@@ -36,61 +52,110 @@ def batch_adoptions(min_adopters: int) -> dict[str, dict[str, float]]:
     return {g: a for g, a in first.items() if len(a) >= min_adopters}
 
 
-def run(config: CascadeConfig = CFG) -> CascadeEngine:
+def run(config: CascadeConfig = CFG, stream: list[Item] | None = None) -> CascadeEngine:
     eng = CascadeEngine(config)
-    for e in thread_events():
-        eng.expire(e.event_time)
-        eng.update(e)
-    eng.analyse()
+    for it in stream if stream is not None else items():
+        eng.expire(it.t)
+        eng.update(it)
+    eng.analyse(full=True)
     return eng
 
 
-def test_cascade_sizes_match_a_plain_recount() -> None:
-    eng = run()
-    ref = batch_adoptions(CFG.min_adopters)
-    assert len(ref) > 50
-    assert eng.sizes() == {g: len(a) for g, a in ref.items()}
-    snap = eng.snapshot()
-    assert snap.value("cascades") == len(ref)
-    assert snap.value("cascade_size_max") == max(len(a) for a in ref.values())
+@pytest.fixture(scope="module")
+def engine() -> CascadeEngine:
+    return run()
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[str, dict[str, float]]:
+    return batch_adoptions(CFG.min_adopters)
+
+
+def test_cascade_sizes_match_a_plain_recount(engine, reference) -> None:
+    assert len(reference) > 50
+    assert engine.sizes() == {g: len(a) for g, a in reference.items()}
+    for gram in list(reference)[:20]:
+        assert engine.adopters(gram) == reference[gram]  # first use, exactly
+    snap = engine.snapshot()
+    assert snap.value("cascades") == len(reference)
+    assert snap.value("cascade_size_max") == max(len(a) for a in reference.values())
     assert snap.value("cascade_ngrams_evicted_total") == 0
+    assert snap.value("cascade_anonymous_texts_total") == sum(
+        e.author is None for e in thread_events())
 
 
-def test_exposures_match_the_papers_static_graph_computation() -> None:
-    eng = run()
+def test_order_and_prefix_collisions_do_not_matter(reference, monkeypatch) -> None:
+    """Shuffled arrival (first use = the earliest time, not the first seen) and a key prefix
+    of 10 bits (n-grams share prefixes all the time: the exact slow paths) give the same."""
+    shuffled = items()
+    random.Random(3).shuffle(shuffled)
+    monkeypatch.setattr(cascades, "PREFIX_MASK", np.uint64(0xFFC0_0000_0000_0000))
+    eng = run(CascadeConfig(min_adopters=3, flush_every=3_000), shuffled)
+    assert eng.sizes() == {g: len(a) for g, a in reference.items()}
+    for gram in list(reference)[:20]:
+        assert eng.adopters(gram) == reference[gram]
+
+
+def test_exposures_match_the_papers_static_graph_computation(engine, reference) -> None:
     g = InteractionGraph(retain_days=10_000)
-    for e in thread_events():
-        g.update(e)
+    for it in items():
+        g.update(it)
     net = nx.DiGraph(list(g.cumulative()))
     agents: Counter = Counter()
     adopted: Counter = Counter()
-    ref = batch_adoptions(CFG.min_adopters)
-    for gram, adopters in ref.items():
-        mine, _, _ = eng.exposures(gram)
+    cap = CFG.max_exposure
+    for gram, adopters in reference.items():
+        mine, all_k, _ = engine.exposures(gram)
+        ref_k: Counter = Counter()
         for a in net.nodes():  # Molt Dynamics' compute_exposures, verbatim in spirit
             k = sum(1 for j in net.predecessors(a) if j in adopters
                     and (a not in adopters or adopters[j] < adopters[a]))
-            agents[min(k, CFG.max_exposure)] += 1
-            adopted[min(k, CFG.max_exposure)] += a in adopters
+            ref_k[k] += 1
+            agents[min(k, cap)] += 1
+            adopted[min(k, cap)] += a in adopters
             if a in adopters:
                 assert mine[a] == k
-    rate = eng.snapshot().details["adoption_rate_by_exposure"]
+        assert +all_k == ref_k
+        assert set(mine) == set(adopters) & set(net.nodes())
+    rate = engine.snapshot().details["adoption_rate_by_exposure"]
     assert {int(k): v["agents"] for k, v in rate.items()} == dict(agents)
     assert {int(k): v["adopters"] for k, v in rate.items() if v["adopters"]} == {
         k: v for k, v in adopted.items() if v}
     assert len(agents) > 1  # somebody was exposed
 
 
-def test_bounded_table_only_loses_small_ngrams() -> None:
-    eng = run(CascadeConfig(min_adopters=3, max_tracked=2_000))
-    exact = {g: len(a) for g, a in batch_adoptions(3).items()}
-    assert len(eng._grams) <= 2_000
+def test_incremental_analysis_only_redoes_changed_cascades() -> None:
+    """Periodic analyses on the way give the same figures as one full analysis at the end
+    when the budget covers the changes; a tiny budget leaves stale cascades, said so."""
+    stream = items()
+    eng = CascadeEngine(CascadeConfig(min_adopters=3, flush_every=2_000,
+                                      analysis_every=3600.0, analysis_min_texts=50))
+    for it in stream:
+        eng.expire(it.t)
+        eng.update(it)
+    eng.analyse()
+    full = run()
+    a, b = eng.snapshot().details, full.snapshot().details
+    assert a["exposure_stale_cascades"] == 0
+    assert a["cascade_fit"] == b["cascade_fit"]
+    tight = CascadeEngine(CascadeConfig(min_adopters=3, exposure_budget=10))
+    for it in stream:
+        tight.update(it)
+    tight.analyse()
+    assert tight.snapshot().details["exposure_stale_cascades"] > 0
+
+
+def test_bounded_table_only_loses_small_ngrams(reference) -> None:
+    eng = run(CascadeConfig(min_adopters=3, max_tracked=2_000, flush_every=1_000))
+    exact = {g: len(a) for g, a in reference.items()}
+    assert eng.tracked() <= 2_000
     snap = eng.snapshot()
     assert snap.value("cascade_ngrams_evicted_total") > 0
     lost = snap.value("cascade_evicted_adopters_max")
     assert lost is not None and lost < 3
     for gram, size in eng.sizes().items():
         assert exact[gram] - lost <= size <= exact[gram]
+    assert snap.value("cascade_state_bytes") == eng.nbytes() > 0
 
 
 @pytest.mark.parametrize(("alpha", "floor"), [(2.3, 10), (2.57, 10), (2.8, 1), (2.2, 1)])
@@ -108,6 +173,8 @@ def test_power_law_fit_matches_powerlaw_package(alpha: float, floor: int) -> Non
     assert abs(mine.alpha - ref.alpha) <= 0.05
     assert abs(mine.alpha - alpha) <= 4 * mine.stderr
     assert mine.stderr == pytest.approx(ref.power_law.standard_err, rel=0.05)
+    few = fit_discrete_power_law(x, max_candidates=30)  # bounded search: still the tail law
+    assert few is not None and abs(few.alpha - alpha) <= 4 * few.stderr
 
 
 def test_power_law_on_real_cascade_sizes() -> None:
@@ -122,21 +189,32 @@ def test_power_law_on_real_cascade_sizes() -> None:
     assert eng.snapshot().value("cascade_alpha") == pytest.approx(mine.alpha)
 
 
-def test_first_use_counts_and_details_are_bounded() -> None:
-    from datetime import UTC, datetime, timedelta
+def test_kept_ngrams_are_the_texts_word_ngrams() -> None:
+    text = Text.of("The swarm is the answer; the swarm decides who molts, and when it molts.")
+    ids, ns, starts = kept_ngrams(text)
+    for n in (3, 4, 5):
+        assert np.array_equal(ids[ns == n], text.word_ngram_ids(n)[starts[ns == n]])
+    stops = [sum(w in ENGLISH_STOP_WORDS for w in text.words[s:s + n])
+             for n, s in zip(ns.tolist(), starts.tolist(), strict=True)]
+    assert all(2 * k <= n for k, n in zip(stops, ns.tolist(), strict=True))
+    assert len(ids) < 3 * len(text.words) - 9  # some were dropped
 
+
+def test_first_use_counts_and_details_are_bounded() -> None:
     t = datetime(2026, 2, 1, tzinfo=UTC)
     eng = CascadeEngine(CascadeConfig(min_adopters=2, shown=1, adopters_shown=1))
-    for i, who in enumerate(["a", "b", "a", "c"]):
+    for i, who in enumerate(["a", "b", "a", "c", None]):
         ts = t + timedelta(minutes=i)
-        eng.update(PostEvent(id=f"post:{i}", event_time=ts, observed_at=ts, post_id=str(i),
-                             author=who, title="molt swarm rising"))
-    eng.update(CommentEvent(id="comment:x", event_time=t, observed_at=t, comment_id="x",
-                            post_id="0", author="b", reply_to="a", content="no grams"))
+        eng.update(Item.of(PostEvent(id=f"post:{i}", event_time=ts, observed_at=ts,
+                                     post_id=str(i), author=who, title="molt swarm rising")))
+    eng.update(Item.of(CommentEvent(id="comment:x", event_time=t, observed_at=t,
+                                    comment_id="x", post_id="0", author="b", reply_to="a",
+                                    content="no grams")))
     eng.analyse()
     snap = eng.snapshot()
     assert eng.sizes() == {"molt swarm rising": 3}
     assert snap.value("cascade_adoptions_total") == 3
+    assert snap.value("cascade_anonymous_texts_total") == 1
     (cascade,) = snap.details["cascades"]
     assert cascade["size"] == 3 and len(cascade["adopters"]) == 1
-    assert cascade["adopters"][0]["agent"] == "a"
+    assert cascade["adopters"][0] == {"agent": "a", "time": t.isoformat(), "exposure": 0}
