@@ -1,7 +1,9 @@
 """The probe runner: which write is next, within a daily budget under the platform's limits.
 
 Safe by default: :func:`refusal` names why nothing may be written (kill switch, no key, live
-switch off); ``plan`` is a dry run of the schedule; ``tick`` performs at most one write.
+switch off); ``plan`` is a dry run of the schedule; ``tick`` performs at most one write. A
+write that may have reached the platform without being recorded (no answer, or a crash
+mid-write found by the next tick) turns the kill switch on rather than risk a duplicate post.
 
 The platform's limits (moltbook-api.md): 1 post per 30 min; comments 1 per 20 s and 50 a day
 (the stricter of the documented figures). :meth:`Budget.within` clamps the configured budget to
@@ -202,6 +204,11 @@ class ProbeRunner:
         if action is None:
             return None
         led = ledger.on(day_of(t))
+        what = f"{action.kind} of {action.probe.id} at {t:.0f}"
+        if (left := self.store.begin_write(what)) is not None:
+            self.store.kill(f"unfinished write ({left}): check Moltbook for it, then clear")
+            log.error("probe run: an earlier write never finished (%s): kill switch on", left)
+            return None
         try:
             if action.kind == "post":
                 p = action.probe
@@ -217,13 +224,20 @@ class ProbeRunner:
         except RateLimited as exc:
             log.warning("probe %s: rate limited, pausing %.0f s", action.probe.id,
                         exc.retry_after_s)
+            self.store.end_write()
             self.store.save_ledger(replace(led, blocked_until=t + exc.retry_after_s))
             return None
         except WriteError as exc:
+            if exc.status == 0:  # no answer: the platform may have written it; the mark stays
+                self.store.kill(f"no answer to the {what}: check Moltbook for it, then clear")
+                log.error("probe %s: no answer (%s): kill switch on", action.probe.id, exc)
+                return None
             log.warning("probe %s: write refused (%s), pausing %.0f s", action.probe.id, exc,
                         FAILURE_PAUSE_S)
+            self.store.end_write()
             self.store.save_ledger(replace(led, blocked_until=t + FAILURE_PAUSE_S))
             return None
+        self.store.end_write()
         self.store.save_ledger(led)
         log.info("probe %s: %s written (id %s, verified %s)", action.probe.id, action.kind,
                  w.id, w.verified)
@@ -239,7 +253,8 @@ class ProbeRunner:
             if self.tick() is not None:
                 done += 1
                 continue
-            if all(p.id in self.store.records() for p in self.order) and not self.plan(
+            posted = self.store.records()
+            if all(p.id in posted for p in self.order) and not self.plan(
                     horizon_s=7 * 86_400.0, step_s=600.0):
                 log.info("probe run: every probe of the campaign is posted")
                 break

@@ -14,6 +14,9 @@ Keys (``{p}`` = the topic prefix, default ``moltscope``):
 - ``{p}:probes:ledger`` hash: ``day``, ``posts``, ``comments`` written that UTC day,
   ``last_post_at``, ``last_comment_at``, ``blocked_until`` (after a 429 or a failure);
 - ``{p}:probes:kill`` string: set = kill switch on (the reason as value);
+- ``{p}:probes:inflight`` string: the write under way; one left behind (a crash mid-write)
+  or met by a second runner turns the kill switch on, since the platform may hold a post
+  the record does not: the operator checks Moltbook, then ``moltscope probe kill --off``;
 - ``{p}:probes:history`` list: one campaign summary per ``report`` (capped at 365), the
   baseline of the band alert.
 
@@ -173,7 +176,18 @@ class ProbeStore:
         self.r.set(f"{self.k}:kill", reason)
 
     def unkill(self) -> None:
-        self.r.delete(f"{self.k}:kill")
+        self.r.delete(f"{self.k}:kill", f"{self.k}:inflight")
+
+    def begin_write(self, what: str) -> str | None:
+        """Mark a write in flight; returns the mark of an earlier write that never ended
+        (a crash, or a second runner), in which case nothing is marked."""
+        if self.r.set(f"{self.k}:inflight", what, nx=True):
+            return None
+        raw = self.r.get(f"{self.k}:inflight")
+        return raw.decode() if raw is not None else "unknown"
+
+    def end_write(self) -> None:
+        self.r.delete(f"{self.k}:inflight")
 
     def killed(self) -> str | None:
         raw = self.r.get(f"{self.k}:kill")

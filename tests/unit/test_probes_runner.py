@@ -165,3 +165,31 @@ def test_key_never_in_logs_repr_or_write_log(redis_client, caplog) -> None:  # n
     with pytest.raises(RateLimited) as exc:
         writer.comment("p-1", "hello")
     assert exc.value.retry_after_s == 42
+
+
+def test_a_write_that_may_have_happened_turns_the_kill_switch_on(redis_client) -> None:  # noqa: ANN001
+    settings = ProbeSettings(api_key=SecretStr(KEY), live=True)
+
+    def timeout(req: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("no answer", request=req)
+
+    store = ProbeStore(redis_client, "tflight")
+    client = httpx.Client(base_url="http://test/api/v1", transport=httpx.MockTransport(timeout))
+    runner = ProbeRunner(settings, store, BANK,
+                         MoltbookWriter("http://test/api/v1", settings.api_key, client=client))
+    assert runner.tick(T0) is None
+    assert store.killed().startswith("no answer to the post of t1-rec-001")
+    assert runner.tick(T0 + 86_400) is None and store.records() == {}
+    store.unkill()  # the operator checked Moltbook
+    # a crash mid-write leaves its mark: the next tick refuses and turns the switch on
+    store.begin_write("post of t2-library-002 at 1")
+    calls: list[httpx.Request] = []
+    ok = httpx.Client(base_url="http://test/api/v1",
+                      transport=httpx.MockTransport(lambda r: calls.append(r) or _answer(r)))
+    runner = ProbeRunner(settings, store, BANK,
+                         MoltbookWriter("http://test/api/v1", settings.api_key, client=ok))
+    assert runner.tick(T0) is None and calls == []
+    assert store.killed().startswith("unfinished write (post of t2-library-002 at 1)")
+    store.unkill()
+    assert runner.tick(T0) is not None and len(calls) == 2  # the post and its verification
+    assert store.begin_write("next") is None  # the finished write left no mark
