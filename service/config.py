@@ -108,7 +108,8 @@ class ProbeSettings(BaseModel):
     kill_switch: bool = Field(False, description="Refuse every write (also `moltscope probe "
                               "kill`, a Redis flag)")
     bank_version: str = "v1"
-    tiers: list[str] = Field(["I", "II", "III", "memory"], description="Tiers to run")
+    tiers: list[Literal["I", "II", "III", "memory"]] = Field(
+        ["I", "II", "III", "memory"], description="Tiers to run")
     posts_per_day: int = Field(12, description="Daily post budget (clamped to 80% of 48)")
     comments_per_day: int = Field(30, description="Daily comment budget (clamped to 80% of 50)")
     post_interval_s: float = Field(7200.0, description="Schedule: seconds between probe posts "
