@@ -5,18 +5,26 @@ comments, vote changes (with the up/down deltas), active agents (distinct author
 or comment), new agents (authors whose first post or comment falls in the bucket), active
 submolts (distinct submolts posted to) and comments per post.
 
-Memory: one small record per retained bucket, plus the distinct-name sets of those buckets,
-plus one first-seen entry per agent ever seen (``O(agents)``, about 100 bytes each). Retention
-per granularity is bounded by ``keep`` (defaults: 1,440 minutes, 720 hours, 3,660 days).
+Unknown authors (``item.author`` None: a post or comment whose author the platform no longer
+names) count as posts and comments (totals and buckets) but not as active or new agents;
+``items_without_author_total`` says how many there were.
+
+Cost: three bucket look-ups (the current bucket of each granularity is cached) and a few set
+adds an event. Memory: one small record per retained bucket; a bucket's distinct-name sets
+(agents, new agents, submolts) are kept while it can still receive events, and dropped for
+counts once event time is ``freeze_after`` (default 2 h) past its end (a later event still
+adds to its counts, never to its distinct sets: ``activity_late_items_total``); plus one
+first-seen entry per agent ever seen (``O(agents)``, about 100 bytes each). Retention per
+granularity is bounded by ``keep`` (defaults: 1,440 minutes, 720 hours, 3,660 days).
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import PostEvent, CommentEvent
 >>> t = datetime(2026, 2, 1, 12, 30, tzinfo=timezone.utc)
 >>> a = ActivityState()
->>> a.update(PostEvent(id="post:p", event_time=t, observed_at=t, post_id="p",
-...                    author="ann", submolt="general"))
->>> a.update(CommentEvent(id="comment:c", event_time=t, observed_at=t, comment_id="c",
-...                       post_id="p", author="bob", reply_to="ann"))
+>>> a.update(Item.of(PostEvent(id="post:p", event_time=t, observed_at=t, post_id="p",
+...                            author="ann", submolt="general")))
+>>> a.update(Item.of(CommentEvent(id="comment:c", event_time=t, observed_at=t, comment_id="c",
+...                               post_id="p", author="bob", reply_to="ann")))
 >>> day = a.current("day")
 >>> day["posts"], day["comments"], day["active_agents"], day["comments_per_post"]
 (1, 1, 2, 1.0)
@@ -29,11 +37,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from streams.events import AgentEvent, CommentEvent, Event, PostEvent, SubmoltEvent, VoteEvent
-from streams.state.base import Sample, Snapshot
+from streams.events import CommentEvent, PostEvent, VoteEvent
+from streams.state.base import Item, Sample, Snapshot
 
 GRANULARITIES: dict[str, int] = {"minute": 60, "hour": 3600, "day": 86400}
 DEFAULT_KEEP: dict[str, int] = {"minute": 1440, "hour": 720, "day": 3660}
+FREEZE_AFTER = 7200.0
 
 
 @dataclass(slots=True)
@@ -44,11 +53,22 @@ class Bucket:
     vote_changes: int = 0
     upvotes: int = 0
     downvotes: int = 0
-    agents: set[str] = field(default_factory=set)
-    new_agents: set[str] = field(default_factory=set)
-    submolts: set[str] = field(default_factory=set)
+    agents: set[str] | None = field(default_factory=set)  # None once frozen to the counts
+    new_agents: set[str] | None = field(default_factory=set)
+    submolts: set[str] | None = field(default_factory=set)
+    n_agents: int = 0
+    n_new_agents: int = 0
+    n_submolts: int = 0
+
+    def freeze(self) -> None:
+        """Keep the distinct counts, drop the sets (the bucket can no longer change much)."""
+        if self.agents is not None:
+            self.n_agents, self.n_new_agents = len(self.agents), len(self.new_agents or ())
+            self.n_submolts = len(self.submolts or ())
+            self.agents = self.new_agents = self.submolts = None
 
     def row(self) -> dict[str, Any]:
+        frozen = self.agents is None
         return {
             "start": datetime.fromtimestamp(self.start, UTC).isoformat(),
             "posts": self.posts,
@@ -56,46 +76,60 @@ class Bucket:
             "vote_changes": self.vote_changes,
             "upvotes": self.upvotes,
             "downvotes": self.downvotes,
-            "active_agents": len(self.agents),
-            "new_agents": len(self.new_agents),
-            "active_submolts": len(self.submolts),
+            "active_agents": self.n_agents if frozen else len(self.agents or ()),
+            "new_agents": self.n_new_agents if frozen else len(self.new_agents or ()),
+            "active_submolts": self.n_submolts if frozen else len(self.submolts or ()),
             "comments_per_post": self.comments / self.posts if self.posts else None,
         }
 
 
 class ActivityState:
-    """Calendar-bucketed activity counts; feed it de-duplicated events."""
+    """Calendar-bucketed activity counts; feed it items of de-duplicated events."""
 
-    def __init__(self, keep: dict[str, int] | None = None) -> None:
+    def __init__(self, keep: dict[str, int] | None = None,
+                 freeze_after: float = FREEZE_AFTER) -> None:
         self.keep = {**DEFAULT_KEEP, **(keep or {})}
+        self.freeze_after = freeze_after
         self.buckets: dict[str, OrderedDict[int, Bucket]] = {
             g: OrderedDict() for g in GRANULARITIES
         }
+        self._cur: dict[str, Bucket | None] = dict.fromkeys(GRANULARITIES)
         self.first_seen: dict[str, int] = {}
-        self.totals = {"posts": 0, "comments": 0, "vote_changes": 0, "agents": 0, "submolts": 0}
+        self.totals = {"posts": 0, "comments": 0, "vote_changes": 0, "agents": 0, "submolts": 0,
+                       "without_author": 0, "late": 0}
         self._submolts_seen: set[str] = set()
         self.latest: int | None = None
 
     def _bucket(self, granularity: str, ts: int) -> Bucket:
         size = GRANULARITIES[granularity]
         start = ts - ts % size
+        cur = self._cur[granularity]
+        if cur is not None and cur.start == start:
+            return cur
         od = self.buckets[granularity]
         b = od.get(start)
         if b is None:
             b = od[start] = Bucket(start)
             if len(od) > 1 and next(reversed(od)) != start:  # out-of-order arrival: keep sorted
-                self.buckets[granularity] = OrderedDict(sorted(od.items()))
-            while len(self.buckets[granularity]) > self.keep[granularity]:
-                self.buckets[granularity].popitem(last=False)
+                od = self.buckets[granularity] = OrderedDict(sorted(od.items()))
+            while len(od) > self.keep[granularity]:
+                od.popitem(last=False)
+        if self.latest is None or start >= self.latest - self.latest % size:
+            self._cur[granularity] = b
         return b
 
-    def update(self, event: Event) -> None:
-        ts = int(event.event_time.timestamp())
-        self.latest = ts if self.latest is None else max(self.latest, ts)
+    def update(self, item: Item) -> None:
+        event = item.event
+        ts = int(item.t)
+        self.latest = ts if self.latest is None or ts > self.latest else self.latest
         if isinstance(event, PostEvent | CommentEvent):
-            new = event.author not in self.first_seen
-            if new:
-                self.first_seen[event.author] = ts
+            author = item.author
+            new = False
+            if author is None:
+                self.totals["without_author"] += 1
+            elif author not in self.first_seen:
+                new = True
+                self.first_seen[author] = ts
                 self.totals["agents"] += 1
             is_post = isinstance(event, PostEvent)
             self.totals["posts" if is_post else "comments"] += 1
@@ -109,11 +143,15 @@ class ActivityState:
                     b.posts += 1
                 else:
                     b.comments += 1
-                b.agents.add(event.author)
-                if new:
-                    b.new_agents.add(event.author)
+                if b.agents is None:
+                    self.totals["late"] += 1
+                    continue
+                if author is not None:
+                    b.agents.add(author)
+                    if new:
+                        b.new_agents.add(author)  # type: ignore[union-attr]
                 if submolt:
-                    b.submolts.add(submolt)
+                    b.submolts.add(submolt)  # type: ignore[union-attr]
         elif isinstance(event, VoteEvent):
             self.totals["vote_changes"] += 1
             for g in GRANULARITIES:
@@ -121,11 +159,18 @@ class ActivityState:
                 b.vote_changes += 1
                 b.upvotes += event.delta_up
                 b.downvotes += event.delta_down
-        elif isinstance(event, AgentEvent | SubmoltEvent):
-            pass  # profiles carry no activity of their own: an agent is active when it writes
+        # profiles (agents, submolts) carry no activity of their own: an agent is active
+        # when it writes
 
-    def expire(self, now: datetime) -> None:
-        """Buckets are bounded by count (``keep``), so there is nothing time-based to drop."""
+    def expire(self, now: float) -> None:
+        """Freeze the distinct sets of buckets that ended ``freeze_after`` before ``now``
+        (buckets themselves are bounded by count, ``keep``)."""
+        for g, size in GRANULARITIES.items():
+            for b in reversed(self.buckets[g].values()):  # newest first, to the frozen ones
+                if b.agents is None:
+                    break
+                if b.start + size + self.freeze_after <= now:
+                    b.freeze()
 
     def current(self, granularity: str) -> dict[str, Any]:
         """The bucket holding the latest event time (in progress while events arrive)."""
@@ -150,6 +195,11 @@ class ActivityState:
                    help="Distinct agents that posted or commented"),
             Sample("submolts_total", float(self.totals["submolts"]), kind="counter",
                    help="Distinct submolts posted to"),
+            Sample("items_without_author_total", float(self.totals["without_author"]),
+                   kind="counter", help="Posts and comments whose author is unknown"),
+            Sample("activity_late_items_total", float(self.totals["late"]), kind="counter",
+                   help="Post or comment bucket updates after the bucket's distinct sets "
+                   "were frozen"),
         ]
         for g in GRANULARITIES:
             row = self.current(g)

@@ -1,7 +1,8 @@
 """Centroid and pairwise similarity per window, exact from running sums (metrics.md A1).
 
-Per window (UTC day by default, or hour) the state keeps s = sum of the unit post vectors and n.
-Everything is exact from these, in float64:
+Reads the vectors of admitted posts (``item.admitted``, a :class:`PostEvent` with
+``item.vector``); everything else passes by. Per window (UTC day by default, or hour) the state
+keeps s = sum of the unit post vectors and n. Everything is exact from these, in float64:
 
 - centroid similarity S(ti, tj) = cos(c_ti, c_tj) = s_i . s_j / (|s_i| |s_j|) (c = s / n);
 - pairwise similarity within a window = mean over distinct pairs p != q of cos(v_p, v_q)
@@ -12,171 +13,195 @@ Everything is exact from these, in float64:
 Input vectors are re-normalised in float64, so any float16 / int8 decoding is fine. Late events
 simply add to their own window: the sums do not care about arrival order.
 
-Memory: (dim + 1) float64 a window, 3 KB for 384 dims: a year of days is 1.1 MB, a year of
-hours 27 MB. ``max_windows`` (default 4,000) drops the oldest windows beyond it from the matrix
-(never from the all-time sum); the snapshot's matrices cover the last ``matrix_windows`` (90).
+Details carry the full window x window matrices (centroid and pairwise similarity) of every
+retained window (``matrix_windows`` = None, the default) or of the last ``matrix_windows``:
+for a finished archive, the paper's whole day-by-day matrices.
 
-Multi-worker: per-partition states emit ``partial(reset=True)`` (the sums since the last emit);
-a single reducer ``merge``s them. Sums add, so the reduced state equals a single-process one up
-to float64 rounding (~1e-15).
+Memory: (dim + 1) float64 a window, 3 KB for 384 dims: a year of days is 1.1 MB, a year of
+hours 27 MB. ``max_windows`` (default 4,000) drops the oldest windows beyond it (never from the
+all-time sum). The per-post cost is one normalisation and one add of ``dim`` floats.
+
+:func:`cosine` and :func:`cosine_matrix` are the project's one cosine (detectors import them).
 
 >>> import numpy as np
 >>> from datetime import datetime, timezone
+>>> from streams.events import PostEvent
+>>> def post(i, day, v):
+...     t = datetime(2026, 1, day, 5, tzinfo=timezone.utc)
+...     e = PostEvent(id=f"post:{i}", event_time=t, observed_at=t, post_id=str(i), author="a")
+...     return Item.of(e, np.array(v))
 >>> st = CentroidState(dim=2)
->>> st.update(datetime(2026, 1, 30, 5, tzinfo=timezone.utc), np.array([1.0, 0.0]))
->>> st.update("2026-01-30", np.array([0.0, 2.0]))
->>> st.update("2026-01-31", np.array([1.0, 1.0]))
+>>> for i, (day, v) in enumerate([(30, [1.0, 0.0]), (30, [0.0, 2.0]), (31, [1.0, 1.0])]):
+...     st.update(post(i, day, v))
 >>> snap = st.snapshot()
 >>> round(snap.value("centroid_similarity", vs="previous"), 6)  # cos((1,1), (1,1))
 1.0
 >>> snap.value("pairwise_similarity", scope="within")  # one post only: undefined
 >>> round(snap.details["pairwise_similarity"]["matrix"][0][0], 6)  # cos((1,0), (0,1))
 0.0
+>>> snap.details["centroid"]["windows"]
+['2026-01-30', '2026-01-31']
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 import numpy as np
 
-from streams.state.base import Sample, Snapshot
+from streams.events import PostEvent
+from streams.state.base import Item, Sample, Snapshot
 
 Window = Literal["day", "hour"]
+WINDOW_SECONDS: dict[str, int] = {"day": 86400, "hour": 3600}
 
 
-def window_key(when: datetime | str, window: Window = "day") -> str:
-    """'YYYY-MM-DD' (day) or 'YYYY-MM-DDTHH' (hour) of a UTC time; a string passes through.
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine of two vectors, in float64; nan when either is zero (undefined).
 
-    >>> window_key(datetime(2026, 1, 30, 23, 5, tzinfo=UTC), "hour")
+    >>> round(cosine(np.array([1.0, 0.0]), np.array([3.0, 3.0])), 12)
+    0.707106781187
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    na, nb = float(np.sqrt(a @ a)), float(np.sqrt(b @ b))
+    return float(a @ b) / (na * nb) if na > 0 and nb > 0 else float("nan")
+
+
+def cosine_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosines of every row of ``a`` with every row of ``b`` (float64; nan for zero rows).
+
+    >>> cosine_matrix(np.array([[1.0, 0.0], [0.0, 2.0]]), np.array([[1.0, 1.0]])).round(4)
+    array([[0.7071],
+           [0.7071]])
+    """
+    a = np.atleast_2d(np.asarray(a, dtype=np.float64))
+    b = np.atleast_2d(np.asarray(b, dtype=np.float64))
+    na = np.sqrt(np.einsum("ij,ij->i", a, a))
+    nb = np.sqrt(np.einsum("ij,ij->i", b, b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (a @ b.T) / np.outer(na, nb)
+
+
+def window_of(t: float, window: Window = "day") -> int:
+    """The window index of a unix time: whole days (or hours) since the epoch, UTC."""
+    return int(t // WINDOW_SECONDS[window])
+
+
+def window_label(index: int, window: Window = "day") -> str:
+    """'YYYY-MM-DD' (day) or 'YYYY-MM-DDTHH' (hour) of a window index.
+
+    >>> window_label(window_of(datetime(2026, 1, 30, 23, 5, tzinfo=UTC).timestamp(), "hour"),
+    ...              "hour")
     '2026-01-30T23'
     """
-    if isinstance(when, str):
-        return when
-    t = when.astimezone(UTC)
+    t = datetime.fromtimestamp(index * WINDOW_SECONDS[window], UTC)
     return t.strftime("%Y-%m-%d") if window == "day" else t.strftime("%Y-%m-%dT%H")
-
-
-@dataclass(frozen=True, slots=True)
-class CentroidPartial:
-    """Sums and counts per window, JSON-able through ``as_dict`` / ``from_dict``."""
-
-    window: Window
-    dim: int
-    sums: dict[str, list[float]]
-    counts: dict[str, int]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"window": self.window, "dim": self.dim, "sums": self.sums, "counts": self.counts}
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> CentroidPartial:
-        return CentroidPartial(d["window"], int(d["dim"]), d["sums"], d["counts"])
-
-
-def _cos(a: np.ndarray, b: np.ndarray) -> float | None:
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    return None if na == 0 or nb == 0 else float(a @ b) / (na * nb)
 
 
 class CentroidState:
     """Running (sum, count) of unit vectors per window; centroid and pairwise similarities."""
 
     def __init__(self, window: Window = "day", dim: int = 384, max_windows: int = 4000,
-                 matrix_windows: int = 90) -> None:
+                 matrix_windows: int | None = None) -> None:
         self.window: Window = window
         self.dim = dim
         self.max_windows = max_windows
         self.matrix_windows = matrix_windows
-        self._sums: dict[str, np.ndarray] = {}
-        self._counts: dict[str, int] = {}
+        self._sums: dict[int, np.ndarray] = {}
+        self._counts: dict[int, int] = {}
         self._all_sum = np.zeros(dim)
         self._all_n = 0
         self.expired_windows = 0
 
-    def update(self, when: datetime | str, vector: np.ndarray) -> None:
-        """Add one post vector (any norm > 0; zero vectors are ignored) to its window."""
-        self.update_many(when, np.asarray(vector)[None, :])
-
-    def update_many(self, when: datetime | str, vectors: np.ndarray) -> None:
-        """Add a batch of post vectors (rows) that share one window."""
-        v = np.asarray(vectors, dtype=np.float64)
-        norms = np.linalg.norm(v, axis=1)
-        v = v[norms > 0] / norms[norms > 0, None]
-        if len(v) == 0:
+    def update(self, item: Item) -> None:
+        """Add an admitted post's vector (any norm > 0; zero vectors are ignored)."""
+        v = item.vector
+        if v is None or not item.admitted or not isinstance(item.event, PostEvent):
             return
-        key = window_key(when, self.window)
-        self._add(key, v.sum(axis=0), len(v))
-        self.expire()
+        self.add(item.t, v)
 
-    def _add(self, key: str, s: np.ndarray, n: int) -> None:
-        if key in self._sums:
-            self._sums[key] += s
-            self._counts[key] += n
+    def add(self, t: float, vector: np.ndarray) -> None:
+        """Add one post vector at unix time ``t`` to its window."""
+        v = np.asarray(vector, dtype=np.float64)
+        norm = float(np.sqrt(v @ v))
+        if norm == 0:
+            return
+        v = v / norm
+        key = window_of(t, self.window)
+        s = self._sums.get(key)
+        if s is None:
+            self._sums[key] = v
+            self._counts[key] = 1
+            self._trim()
         else:
-            self._sums[key] = np.array(s, dtype=np.float64)
-            self._counts[key] = n
-        self._all_sum += s
-        self._all_n += n
+            s += v
+            self._counts[key] += 1
+        self._all_sum += v
+        self._all_n += 1
 
-    def expire(self) -> None:
-        """Drop the oldest windows beyond ``max_windows`` (the all-time sum keeps them)."""
+    def expire(self, now: float) -> None:
+        """Windows are bounded by count (``max_windows``): nothing time-based to drop."""
+
+    def _trim(self) -> None:
         while len(self._sums) > self.max_windows:
             oldest = min(self._sums)
             del self._sums[oldest], self._counts[oldest]
             self.expired_windows += 1
 
-    def partial(self, reset: bool = False) -> CentroidPartial:
-        """The per-window sums held here; ``reset`` clears them (emit-deltas mode)."""
-        p = CentroidPartial(self.window, self.dim,
-                            {k: v.tolist() for k, v in self._sums.items()}, dict(self._counts))
-        if reset:
-            self._sums.clear()
-            self._counts.clear()
-            self._all_sum = np.zeros(self.dim)
-            self._all_n = 0
-        return p
-
-    def merge(self, other: CentroidPartial | CentroidState) -> None:
-        """Add another state's or partial's sums (per-partition partials add up exactly)."""
-        p = other.partial() if isinstance(other, CentroidState) else other
-        if p.window != self.window or p.dim != self.dim:
-            raise ValueError("cannot merge centroid states of different window or dim")
-        for k, s in p.sums.items():
-            self._add(k, np.asarray(s, dtype=np.float64), int(p.counts[k]))
-        self.expire()
-
     def windows(self) -> list[str]:
-        return sorted(self._sums)
+        return [window_label(k, self.window) for k in sorted(self._sums)]
 
-    def count(self, key: str) -> int:
-        return self._counts.get(key, 0)
+    def _key(self, label: str) -> int:
+        for k in self._sums:
+            if window_label(k, self.window) == label:
+                return k
+        raise KeyError(label)
 
-    def centroid(self, key: str) -> np.ndarray:
-        return self._sums[key] / self._counts[key]
+    def count(self, label: str) -> int:
+        return self._counts[self._key(label)]
+
+    def centroid(self, label: str) -> np.ndarray:
+        k = self._key(label)
+        return self._sums[k] / self._counts[k]
 
     def centroid_similarity(self, a: str, b: str) -> float | None:
-        return _cos(self._sums[a], self._sums[b])
+        return _num(cosine(self._sums[self._key(a)], self._sums[self._key(b)]))
 
     def pairwise_similarity(self, a: str, b: str) -> float | None:
         """Mean cosine over post pairs of windows a and b (distinct posts when a == b)."""
-        sa, na = self._sums[a], self._counts[a]
-        if a == b:
+        ka, kb = self._key(a), self._key(b)
+        sa, na = self._sums[ka], self._counts[ka]
+        if ka == kb:
             return None if na < 2 else (float(sa @ sa) - na) / (na * (na - 1))
-        return float(sa @ self._sums[b]) / (na * self._counts[b])
+        return float(sa @ self._sums[kb]) / (na * self._counts[kb])
 
     def snapshot(self) -> Snapshot:
-        keys = self.windows()
-        samples: list[Sample] = []
+        keys = sorted(self._sums)
+        shown = keys if self.matrix_windows is None else keys[-self.matrix_windows:]
+        labels = [window_label(k, self.window) for k in shown]
+        stack = np.stack([self._sums[k] for k in shown]) if shown else np.zeros((0, self.dim))
+        n = np.array([self._counts[k] for k in shown], dtype=np.float64)
+        gram = stack @ stack.T
+        cent = cosine_matrix(stack, stack)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pair = gram / np.outer(n, n)
+            diag = np.where(n > 1, (np.diag(gram) - n) / (n * (n - 1)), np.nan)
+        if len(shown):
+            np.fill_diagonal(pair, diag)
         cur = keys[-1] if keys else None
         prev = keys[-2] if len(keys) > 1 else None
-        vs_prev = self.centroid_similarity(cur, prev) if cur and prev else None
-        vs_all = _cos(self._sums[cur], self._all_sum) if cur else None
-        within = self.pairwise_similarity(cur, cur) if cur else None
-        across = self.pairwise_similarity(cur, prev) if cur and prev else None
-        for name, labels, value, help_ in (
+        vs_prev = within = across = vs_all = None
+        if cur is not None:
+            s_cur, n_cur = self._sums[cur], self._counts[cur]
+            vs_all = _num(cosine(s_cur, self._all_sum))
+            within = None if n_cur < 2 else (float(s_cur @ s_cur) - n_cur) / (n_cur * (n_cur - 1))
+            if prev is not None:
+                vs_prev = _num(cosine(s_cur, self._sums[prev]))
+                across = float(s_cur @ self._sums[prev]) / (n_cur * self._counts[prev])
+        samples: list[Sample] = []
+        for name, lab, value, help_ in (
             ("centroid_similarity", (("vs", "previous"),), vs_prev,
              "Cosine of the current window's centroid with the previous window's"),
             ("centroid_similarity", (("vs", "all_time"),), vs_all,
@@ -187,29 +212,23 @@ class CentroidState:
              "Mean cosine over post pairs of the current and previous windows"),
         ):
             if value is not None:
-                samples.append(Sample(name, value, labels, help=help_))
+                samples.append(Sample(name, value, lab, help=help_))
         samples.append(Sample("embedded_posts_total", float(self._all_n), kind="counter",
                               help="Post vectors added to the centroid state"))
-        shown = keys[-self.matrix_windows:]
-        stack = np.stack([self._sums[k] for k in shown]) if shown else np.zeros((0, self.dim))
-        n = np.array([self._counts[k] for k in shown], dtype=np.float64)
-        gram = stack @ stack.T
-        norms = np.sqrt(np.diag(gram))
-        cent = gram / np.outer(norms, norms) if shown else gram
-        pair = gram / np.outer(n, n)
-        for i in range(len(shown)):
-            pair[i, i] = (gram[i, i] - n[i]) / (n[i] * (n[i] - 1)) if n[i] > 1 else np.nan
+        cur_l = window_label(cur, self.window) if cur is not None else None
+        prev_l = window_label(prev, self.window) if prev is not None else None
         details: dict[str, Any] = {
-            "centroid": {"window": self.window, "windows": shown,
-                         "counts": [int(c) for c in n], "all_time_posts": self._all_n},
+            "centroid": {"window": self.window, "windows": labels,
+                         "counts": [int(c) for c in n], "all_time_posts": self._all_n,
+                         "expired_windows": self.expired_windows},
             "centroid_similarity": {
-                "windows": shown, "matrix": _rows(cent),
-                "current": cur, "previous": prev,
+                "windows": labels, "matrix": _rows(cent),
+                "current": cur_l, "previous": prev_l,
                 "vs_previous": vs_prev, "vs_all_time": vs_all,
             },
             "pairwise_similarity": {
-                "windows": shown, "matrix": _rows(pair),
-                "within": {k: _num(pair[i, i]) for i, k in enumerate(shown)},
+                "windows": labels, "matrix": _rows(pair),
+                "within": {k: _num(pair[i, i]) for i, k in enumerate(labels)},
                 "current_within": within, "current_vs_previous": across,
             },
         }
@@ -217,8 +236,8 @@ class CentroidState:
 
 
 def _num(x: float) -> float | None:
-    return None if np.isnan(x) else float(x)
+    return None if x != x else float(x)  # nan -> None (JSON has no nan)
 
 
 def _rows(m: np.ndarray) -> list[list[float | None]]:
-    return [[_num(x) for x in row] for row in m]
+    return [[None if x != x else x for x in row] for row in m.tolist()]

@@ -2,8 +2,10 @@
 
 Edge ``i -> j`` when agent ``i`` comments on ``j``: ``j`` is the author of the parent comment
 for a reply, else the post's author (Molt Dynamics; Li et al. A3). The normaliser already puts
-that agent in :attr:`CommentEvent.reply_to`. Self-interactions and comments whose target is
-unknown (``reply_to`` None, e.g. deleted authors) are dropped; weight = number of interactions.
+that agent in :attr:`CommentEvent.reply_to`. Self-interactions and comments whose author or
+target is unknown (``item.author`` or ``reply_to`` None: deleted or null authors) make no edge
+(``graph_dropped_comments_total``); weight = number of interactions. Times are unix seconds;
+days are UTC day numbers (``int(t // 86400)``), shown as ISO dates in the details.
 
 In a multi-worker deployment the per-partition stage forwards one compact
 :class:`Interaction` (src, dst, event time) per kept comment to the single society-wide
@@ -14,24 +16,28 @@ event time passed to :meth:`expire` (the replayed archives are months old, so wa
 means nothing). Interactions older than the window when they arrive still count in their day
 and in the cumulative graph, but not in the window (``graph_late_interactions_total``).
 
-Memory: the window costs one heap entry per interaction in it (~100 B) plus one dict entry
-per distinct pair in it; each retained day one dict entry per distinct pair of that day; the
-cumulative graph one entry per distinct pair ever seen (it is the paper's cumulative graph and
-grows with the society, O(agents x mean partners)).
+Cost: an interaction is a few dict updates and one heap push, amortised O(log window); expiry
+pops what left the window. Memory: the window costs one heap entry per interaction in it
+(~100 B) plus one dict entry per distinct pair in it (~150 B); each retained day one dict entry
+per distinct pair of that day; the cumulative graph one entry per distinct pair ever seen in
+``_out`` and ``_in`` (~200 B a pair) plus an agent index and the pair arrays
+(:meth:`InteractionGraph.arrays`, 20 B a pair, 8 B an agent) that the exact PageRank and the
+roles read without copying the graph. It is the paper's cumulative graph and grows with the
+society, O(agents x mean partners).
 
->>> from datetime import datetime, timedelta, timezone
+>>> from datetime import datetime, timezone
 >>> from streams.events import CommentEvent
->>> t0 = datetime(2026, 2, 1, tzinfo=timezone.utc)
+>>> t0 = datetime(2026, 2, 1, tzinfo=timezone.utc).timestamp()
 >>> def c(i, a, b, h):
-...     t = t0 + timedelta(hours=h)
-...     return CommentEvent(id=f"comment:{i}", event_time=t, observed_at=t, comment_id=str(i),
-...                         post_id="p", author=a, reply_to=b)
->>> g = InteractionGraph(window=timedelta(hours=24))
+...     t = datetime.fromtimestamp(t0 + 3600 * h, timezone.utc)
+...     return Item.of(CommentEvent(id=f"comment:{i}", event_time=t, observed_at=t,
+...                                 comment_id=str(i), post_id="p", author=a, reply_to=b))
+>>> g = InteractionGraph(window=24 * 3600)
 >>> for i, (a, b, h) in enumerate([("x", "y", 0), ("x", "y", 1), ("y", "x", 2), ("z", "z", 3)]):
 ...     _ = g.update(c(i, a, b, h))
 >>> dict(g.window), g.drain_delta()
 ({('x', 'y'): 2, ('y', 'x'): 1}, {('x', 'y'): 2, ('y', 'x'): 1})
->>> _ = g.expire(t0 + timedelta(hours=24, minutes=30))
+>>> _ = g.expire(t0 + 24.5 * 3600)
 >>> dict(g.window), g.drain_delta(), g.cumulative_weight("x", "y")
 ({('x', 'y'): 1, ('y', 'x'): 1}, {('x', 'y'): -1}, 2)
 """
@@ -39,39 +45,48 @@ grows with the society, O(agents x mean partners)).
 from __future__ import annotations
 
 import heapq
-from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from streams.events import CommentEvent, PostEvent, VoteEvent
-from streams.state.base import Sample, Snapshot
+from streams.events import CommentEvent
+from streams.state.base import Item, Sample, Snapshot
 
 Pair = tuple[str, str]
 Weights = dict[Pair, int]
+DAY = 86400
 
 
 @dataclass(frozen=True, slots=True)
 class Interaction:
-    """One directed interaction: the fact the per-partition stage forwards to the reducer."""
+    """One directed interaction (time in unix seconds): the fact the per-partition stage
+    forwards to the reducer."""
 
     src: str
     dst: str
-    time: datetime
+    time: float
 
 
-def interaction_of(event: CommentEvent | PostEvent | VoteEvent) -> Interaction | None:
-    """The interaction a comment makes, or None (not a comment, self-reply, unknown target)."""
-    if not isinstance(event, CommentEvent) or event.reply_to is None:
+def interaction_of(item: Item) -> Interaction | None:
+    """The interaction a comment makes, or None (not a comment, self-reply, unknown author or
+    target)."""
+    event = item.event
+    if not isinstance(event, CommentEvent):
         return None
-    if event.reply_to == event.author:
+    src, dst = item.author, event.reply_to
+    if src is None or dst is None or src == dst:
         return None
-    return Interaction(event.author, event.reply_to, event.event_time)
+    return Interaction(src, dst, item.t)
 
 
-def day_of(t: datetime) -> date:
-    return t.astimezone(UTC).date()
+def day_of(t: float) -> int:
+    """UTC day number of a unix time."""
+    return int(t // DAY)
+
+
+def day_label(day: int) -> str:
+    return datetime.fromtimestamp(day * DAY, UTC).date().isoformat()
 
 
 class InteractionGraph:
@@ -82,15 +97,24 @@ class InteractionGraph:
     can summarise them before they are dropped.
     """
 
-    def __init__(self, window: timedelta = timedelta(hours=24), retain_days: int = 3) -> None:
-        if window <= timedelta(0) or retain_days < 1:
+    def __init__(self, window: float | timedelta = 24 * 3600, retain_days: int = 3) -> None:
+        window = window.total_seconds() if isinstance(window, timedelta) else float(window)
+        if window <= 0 or retain_days < 1:
             raise ValueError("window must be positive and retain_days >= 1")
         self.window_width = window
         self.retain_days = retain_days
         self.window: Weights = {}
-        self.days: dict[date, Weights] = {}
-        self._out: dict[str, dict[str, int]] = defaultdict(dict)  # cumulative adjacency
-        self._in: dict[str, set[str]] = defaultdict(set)
+        self.days: dict[int, Weights] = {}
+        self.day_interactions: dict[int, int] = {}  # interactions of each retained day
+        self._out: dict[str, dict[str, int]] = {}  # cumulative adjacency
+        self._in: dict[str, set[str]] = {}
+        # the cumulative graph as arrays: agent index and one slot per distinct pair
+        self._index: dict[str, int] = {}
+        self._names: list[str] = []
+        self._slot: dict[Pair, int] = {}
+        self._src = np.zeros(1024, np.int32)
+        self._dst = np.zeros(1024, np.int32)
+        self._w = np.zeros(1024, np.float64)
         self._heap: list[tuple[float, int, str, str]] = []
         self._seq = 0
         self._delta: Weights = {}
@@ -100,11 +124,11 @@ class InteractionGraph:
         self.late_total = 0
 
     # -- ingestion ---------------------------------------------------------------------------
-    def update(self, event: CommentEvent | PostEvent | VoteEvent) -> Interaction | None:
-        """Take one canonical event; returns the interaction it made (the reducer's fact)."""
-        if not isinstance(event, CommentEvent):
+    def update(self, item: Item) -> Interaction | None:
+        """Take one item; returns the interaction it made (the reducer's fact)."""
+        if not isinstance(item.event, CommentEvent):
             return None
-        edge = interaction_of(event)
+        edge = interaction_of(item)
         if edge is None:
             self.dropped_total += 1
             return None
@@ -115,13 +139,32 @@ class InteractionGraph:
         """Add one interaction to its day, the cumulative graph and (if recent) the window."""
         pair = (edge.src, edge.dst)
         self.interactions_total += 1
-        day = self.days.setdefault(day_of(edge.time), {})
+        ts = edge.time
+        d = int(ts // DAY)
+        day = self.days.get(d)
+        if day is None:
+            day = self.days[d] = {}
         day[pair] = day.get(pair, 0) + 1
-        out = self._out[edge.src]
+        self.day_interactions[d] = self.day_interactions.get(d, 0) + 1
+        out = self._out.get(edge.src)
+        if out is None:
+            out = self._out[edge.src] = {}
         out[edge.dst] = out.get(edge.dst, 0) + 1
-        self._in[edge.dst].add(edge.src)
-        ts = edge.time.timestamp()
-        if self._now is not None and ts <= self._now - self.window_width.total_seconds():
+        ins = self._in.get(edge.dst)
+        if ins is None:
+            ins = self._in[edge.dst] = set()
+        ins.add(edge.src)
+        slot = self._slot.get(pair)
+        if slot is None:
+            slot = self._slot[pair] = len(self._slot)
+            if slot == len(self._src):
+                self._src = np.concatenate([self._src, np.zeros(slot, np.int32)])
+                self._dst = np.concatenate([self._dst, np.zeros(slot, np.int32)])
+                self._w = np.concatenate([self._w, np.zeros(slot, np.float64)])
+            self._src[slot] = self._agent(edge.src)
+            self._dst[slot] = self._agent(edge.dst)
+        self._w[slot] += 1.0
+        if self._now is not None and ts <= self._now - self.window_width:
             self.late_total += 1
             return
         self.window[pair] = self.window.get(pair, 0) + 1
@@ -129,13 +172,20 @@ class InteractionGraph:
         self._seq += 1
         heapq.heappush(self._heap, (ts, self._seq, edge.src, edge.dst))
 
-    def expire(self, now: datetime) -> dict[date, Weights]:
+    def _agent(self, name: str) -> int:
+        i = self._index.get(name)
+        if i is None:
+            i = self._index[name] = len(self._names)
+            self._names.append(name)
+        return i
+
+    def expire(self, now: float) -> dict[int, Weights]:
         """Advance event time to ``now``: drop expired window edges; return evicted days."""
-        ts = now.timestamp()
+        ts = now
         if self._now is not None and ts < self._now:
             return {}  # event time does not go back
         self._now = ts
-        cutoff = ts - self.window_width.total_seconds()
+        cutoff = ts - self.window_width
         heap = self._heap
         while heap and heap[0][0] <= cutoff:
             _, _, src, dst = heapq.heappop(heap)
@@ -146,8 +196,10 @@ class InteractionGraph:
             else:
                 del self.window[pair]
             self._delta[pair] = self._delta.get(pair, 0) - 1
-        oldest = day_of(now) - timedelta(days=self.retain_days - 1)
+        oldest = day_of(now) - (self.retain_days - 1)
         gone = sorted(d for d in self.days if d < oldest)
+        for d in gone:
+            del self.day_interactions[d]
         return {d: self.days.pop(d) for d in gone}
 
     def drain_delta(self) -> Weights:
@@ -158,8 +210,15 @@ class InteractionGraph:
 
     # -- queries -----------------------------------------------------------------------------
     @property
-    def now(self) -> datetime | None:
-        return None if self._now is None else datetime.fromtimestamp(self._now, UTC)
+    def now(self) -> float | None:
+        """The latest event time passed to :meth:`expire` (unix seconds)."""
+        return self._now
+
+    def arrays(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """The cumulative graph as (agent names, src index, dst index, weight) arrays, one entry
+        per distinct pair (views: do not modify)."""
+        m = len(self._slot)
+        return self._names, self._src[:m], self._dst[:m], self._w[:m]
 
     def cumulative(self) -> Weights:
         """The cumulative graph as {(src, dst): weight} (a copy)."""
@@ -170,7 +229,7 @@ class InteractionGraph:
 
     def in_neighbours(self, agent: str) -> set[str]:
         """Agents who interacted with ``agent`` so far (cumulative predecessors)."""
-        return self._in.get(agent, set())
+        return self._in.get(agent) or set()
 
     def out_neighbours(self, agent: str) -> dict[str, int]:
         """Agents ``agent`` interacted with so far, with weights (cumulative successors)."""
@@ -202,7 +261,7 @@ class InteractionGraph:
             Sample("graph_late_interactions_total", float(self.late_total), kind="counter",
                    help="Interactions older than the window when they arrived"),
         ]
-        details = {"graph_days": {d.isoformat(): {"edges": len(w), "nodes": len(nodes_of(w)),
+        details = {"graph_days": {day_label(d): {"edges": len(w), "nodes": len(nodes_of(w)),
                                                   "interactions": sum(w.values())}
                                   for d, w in sorted(self.days.items())}}
         return Snapshot(samples=samples, details=details)
@@ -228,5 +287,6 @@ def synthetic_interactions(n: int, agents: int, span: timedelta, seed: int = 0,
     clash = src == dst
     dst[clash] = (dst[clash] + 1 + rng.integers(0, agents - 1, int(clash.sum()))) % agents
     secs = np.sort(rng.uniform(0, span.total_seconds(), n))
-    return [Interaction(f"agent{s}", f"agent{d}", start + timedelta(seconds=float(t)))
+    t0 = start.timestamp()
+    return [Interaction(f"agent{s}", f"agent{d}", t0 + t)
             for s, d, t in zip(src.tolist(), dst.tolist(), secs.tolist(), strict=True)]

@@ -30,6 +30,10 @@ its current k-th best as a threshold), so a day costs O(n^2 dim): about 1e12 flo
 posts, a few minutes of one core a day. Posts are buffered up to ``batch`` (64) rows and go in
 as one matrix product (reads flush first, so every value is as exact as unbuffered).
 
+Input: :meth:`KnnState.update` reads the vector of an admitted post (``item.admitted``, a
+:class:`PostEvent` with ``item.vector``); times are unix seconds, windows UTC days (or hours),
+shown as ISO dates in the details.
+
 Names: samples ``knn{k}_similarity`` (mean S_k of the current window) and
 ``knn{k}_js_divergence`` (current vs previous), details under ``knn{k}``: with the default k = 10,
 ``knn10_similarity`` as in the paper.
@@ -40,8 +44,9 @@ one consumer holds this state (bounded as above).
 
 >>> import numpy as np
 >>> st = KnnState(k=2, dim=2)
+>>> day = 20483 * 86400.0  # 2026-01-30
 >>> for x in ([1.0, 0.0], [1.0, 0.0], [0.0, 1.0]):
-...     st.update("2026-01-30", np.array(x))
+...     st.add(day, np.array(x))
 >>> snap = st.snapshot()
 >>> snap.value("knn2_similarity")  # S_2 = (1 + 0) / 2 for each of the two (1, 0) posts, 0 else
 0.3333333333333333
@@ -52,13 +57,13 @@ one consumer holds this state (bounded as above).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
 
-from streams.state.base import Sample, Snapshot
-from streams.state.centroid import Window, window_key
+from streams.events import PostEvent
+from streams.state.base import Item, Sample, Snapshot
+from streams.state.centroid import Window, window_label, window_of
 
 BLOCK = 256  # rows a matrix product: bounds the transient (BLOCK x n) similarity block
 
@@ -120,17 +125,24 @@ class KnnState:
     batch: int = 64
     late_total: int = field(default=0, init=False)
     skipped_total: int = field(default=0, init=False)
-    _open: dict[str, _Open] = field(default_factory=dict, init=False, repr=False)
-    _closed: dict[str, KnnSummary] = field(default_factory=dict, init=False, repr=False)
-    _pending: dict[str, list[np.ndarray]] = field(default_factory=dict, init=False, repr=False)
+    _open: dict[int, _Open] = field(default_factory=dict, init=False, repr=False)
+    _closed: dict[int, KnnSummary] = field(default_factory=dict, init=False, repr=False)
+    _pending: dict[int, list[np.ndarray]] = field(default_factory=dict, init=False, repr=False)
     _pending_rows: int = field(default=0, init=False, repr=False)
 
-    def update(self, when: datetime | str, vector: np.ndarray) -> None:
-        self.update_many(when, np.asarray(vector)[None, :])
+    def update(self, item: Item) -> None:
+        """Add an admitted post's vector to its window."""
+        if item.vector is None or not item.admitted or not isinstance(item.event, PostEvent):
+            return
+        self.add(item.t, item.vector)
 
-    def update_many(self, when: datetime | str, vectors: np.ndarray) -> None:
-        """Add posts (rows; re-normalised, zero rows ignored) that share one window."""
-        key = window_key(when, self.window)
+    def add(self, t: float, vector: np.ndarray) -> None:
+        """Add one post vector at unix time ``t``."""
+        self.add_many(t, np.asarray(vector)[None, :])
+
+    def add_many(self, t: float, vectors: np.ndarray) -> None:
+        """Add posts (rows; re-normalised, zero rows ignored) that share the window of ``t``."""
+        key = window_of(t, self.window)
         if key in self._closed or (self._closed and key < max(self._closed)) or (
                 len(self._open) >= self.open_windows and key < min(self._open)):
             self.late_total += len(vectors)
@@ -189,14 +201,13 @@ class KnnState:
         day.vecs[n:n + b] = v
         day.n = n + b
 
-    def expire(self, now: datetime | None = None) -> None:
+    def expire(self, now: float | None = None) -> None:
         """Close the oldest open windows beyond ``open_windows`` (counted back from ``now``'s
         window when given, so a quiet stream still closes yesterday); drop old summaries."""
         self._flush()
         cutoff = None
         if now is not None:
-            step = timedelta(days=1) if self.window == "day" else timedelta(hours=1)
-            cutoff = window_key(now - (self.open_windows - 1) * step, self.window)
+            cutoff = window_of(now, self.window) - (self.open_windows - 1)
         while self._open and (len(self._open) > self.open_windows
                               or (cutoff is not None and min(self._open) < cutoff)):
             oldest = min(self._open)
@@ -206,10 +217,11 @@ class KnnState:
         while len(self._closed) > self.keep_closed:
             del self._closed[min(self._closed)]
 
-    def values(self, key: str) -> np.ndarray:
+    def values(self, label: str) -> np.ndarray:
         """S_k of every post of an open window that has at least one neighbour, arrival order."""
         self._flush()
-        return _values(self._open[key])
+        return _values(next(d for k, d in self._open.items()
+                            if window_label(k, self.window) == label))
 
     def edges(self) -> np.ndarray:
         return np.linspace(self.lo, self.hi, self.bins + 1)
@@ -225,10 +237,11 @@ class KnnState:
                           [int(h) for h in hist])
 
     def summaries(self) -> dict[str, KnnSummary]:
+        """Every window's summary (closed and open), by ISO label in time order."""
         self._flush()
         out = dict(self._closed)
         out.update({key: self._summary(day) for key, day in self._open.items()})
-        return dict(sorted(out.items()))
+        return {window_label(k, self.window): s for k, s in sorted(out.items())}
 
     def nbytes(self) -> int:
         """Bytes held by the open windows' arrays (the bulk of the state)."""

@@ -53,16 +53,15 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import accumulate, compress
 from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
-from streams.events import CommentEvent, PostEvent, VoteEvent
-from streams.state.base import Sample, Snapshot
-from streams.state.graph import Interaction, InteractionGraph, Pair
+from streams.state.base import Item, Sample, Snapshot
+from streams.state.graph import Interaction, InteractionGraph, Pair, day_label
 
 TOP_KS = (1, 3, 5, 10)
 
@@ -73,26 +72,41 @@ TOP_KS = (1, 3, 5, 10)
 def pagerank_exact(weights: Mapping[Pair, float], alpha: float = 0.85,
                    tol: float = 1e-12, max_iter: int = 1000) -> dict[str, float]:
     """Power-iteration PageRank with networkx's semantics (uniform teleport and dangling
-    redistribution, weighted out-edges), iterated to an L1 change below ``tol``."""
+    redistribution, weighted out-edges), iterated to an L1 change below ``tol``: THE exact
+    PageRank of the project (the super-node detector and the roles use it too)."""
     names = sorted({u for u, _ in weights} | {v for _, v in weights})
-    n = len(names)
-    if n == 0:
+    if not names:
         return {}
     idx = {a: i for i, a in enumerate(names)}
     src = np.fromiter((idx[u] for u, _ in weights), np.int64, len(weights))
     dst = np.fromiter((idx[v] for _, v in weights), np.int64, len(weights))
     w = np.fromiter(weights.values(), np.float64, len(weights))
+    p = pagerank_arrays(src, dst, w, len(names), alpha, tol, max_iter)
+    return dict(zip(names, p.tolist(), strict=True))
+
+
+def pagerank_arrays(src: np.ndarray, dst: np.ndarray, w: np.ndarray, n: int,
+                    alpha: float = 0.85, tol: float = 1e-12, max_iter: int = 1000,
+                    start: np.ndarray | None = None) -> np.ndarray:
+    """:func:`pagerank_exact` on edge arrays over nodes 0..n-1 (duplicate pairs add up),
+    optionally warm-started from ``start`` (a previous vector: a graph that changed a little
+    converges in a few iterations instead of ~log(tol)/log(alpha))."""
+    if n == 0:
+        return np.zeros(0)
     outw = np.bincount(src, weights=w, minlength=n)
     m = sp.csr_matrix((w / outw[src], (dst, src)), shape=(n, n))  # P^T
     dangling = outw == 0
-    p = np.full(n, 1.0 / n)
+    if start is None or len(start) != n or not start.sum() > 0:
+        p = np.full(n, 1.0 / n)
+    else:
+        p = start / start.sum()
     for _ in range(max_iter):
         new = alpha * (m @ p) + (alpha * p[dangling].sum() + 1.0 - alpha) / n
         done = np.abs(new - p).sum() < tol
         p = new
         if done:
             break
-    return dict(zip(names, p.tolist(), strict=True))
+    return p
 
 
 def top_mass(values_desc: Sequence[float], ks: Sequence[int] = TOP_KS) -> dict[int, float]:
@@ -490,12 +504,19 @@ class InfluenceConfig:
     """Settings of :class:`InfluenceEngine` (defaults in brackets).
 
     window [24 h] and step [5 min]: the sliding window and how often it advances (PageRank
-    refresh, super-nodes, turnover); walks_per_node [4] and min_walks [20k] (the walk budget,
-    see :class:`MonteCarloPageRank`), smooth_steps [5], alpha [0.85], seed;
-    retain_days [3]: raw per-day graphs kept (older days keep only their summary);
-    cumulative_every [1 h]: how often the exact cumulative PageRank is recomputed;
-    top_n [20]: length of the top-k lists; history [500]: agents kept in the super-node
-    history; days_kept [400]: per-day summaries kept.
+    refresh, super-nodes, turnover). The step is THE default (settings read it from here):
+    each refresh costs a pass over the window's edges and a sort of its agents, so 5 min keeps
+    it near 12 us an event at a Moltbook peak day (1 M events) where 60 s would cost ~5x that,
+    and the super-node detector's latency stays well under its hour-scale signal.
+    walks_per_node [4] and min_walks [20k] (the walk budget, see :class:`MonteCarloPageRank`),
+    smooth_steps [5], alpha [0.85], seed; retain_days [3]: raw per-day graphs kept (older days
+    keep only their summary); cumulative_every [1 h] and cumulative_growth [0.05]: the exact
+    cumulative PageRank is recomputed (warm-started) at most once an hour and only once the
+    interactions grew by 5 % since the last time, so its total cost stays proportional to
+    the final graph (amortised O(1) an interaction); day_growth [0.1]: likewise for an open
+    day's exact PageRank (a closed day's is always exact); top_n [20]: length of the top-k
+    lists; history [500]: agents kept in the super-node history; days_kept [400]: per-day
+    summaries kept.
     """
 
     window: timedelta = timedelta(hours=24)
@@ -507,6 +528,8 @@ class InfluenceConfig:
     seed: int | None = 0
     retain_days: int = 3
     cumulative_every: timedelta = timedelta(hours=1)
+    cumulative_growth: float = 0.05
+    day_growth: float = 0.1
     top_n: int = 20
     history: int = 500
     days_kept: int = 400
@@ -530,27 +553,62 @@ class _Summary:
 
 
 def summarise(scores: Mapping[str, float], edges: int, top_n: int = 20) -> _Summary:
-    order = ranked(scores)
-    values = [p for _, p in order]
+    names = list(scores)
+    return summarise_vector(names, np.fromiter(scores.values(), np.float64, len(names)), edges,
+                            top_n)
+
+
+def summarise_vector(names: Sequence[str], p: np.ndarray, edges: int,
+                     top_n: int = 20) -> _Summary:
+    """Top-k mass, super-nodes (:func:`largest_gap_cut`) and the top list of a PageRank
+    vector: one NumPy sort, no per-agent Python work beyond the super-nodes and the top list.
+    Ties are ordered by name (deterministic)."""
+    if not len(p):
+        return _Summary(0, edges, top_mass([]), [], [])
+    order = np.argsort(-p, kind="stable")
+    values = p[order]
     k = largest_gap_cut(values)
-    return _Summary(len(order), edges, top_mass(values), [a for a, _ in order[:k]],
-                    order[:top_n])
+    head = max(k, top_n)
+    # names break ties within the head (the cut never splits a tie, so this is the order)
+    cut = values[min(head, len(values)) - 1]
+    tied = np.flatnonzero(p >= cut)
+    ordered = sorted((-float(p[i]), names[i]) for i in tied.tolist())
+    top = [(a, -v) for v, a in ordered]
+    return _Summary(len(p), edges, top_mass(values), [a for a, _ in top[:k]], top[:top_n])
+
+
+def _rank(names: Sequence[str], p: np.ndarray, i: int) -> int:
+    """1-based rank of agent ``i`` (ties by name), O(agents) on demand."""
+    tied = np.flatnonzero(p == p[i])
+    return 1 + int(np.sum(p > p[i])) + sum(names[j] < names[i] for j in tied.tolist())
 
 
 @dataclass(slots=True)
 class _Persistence:
-    first_seen: datetime
-    last_seen: datetime
+    first_seen: float
+    last_seen: float
     windows: int = 0
-    streak_start: datetime | None = None
+    streak_start: float | None = None
     longest_seconds: float = 0.0
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat()
 
 
 class InfluenceEngine:
     """PageRank, top-k mass and super-nodes of the window, of each day and of the cumulative
     graph; super-node turnover (Jaccard between consecutive windows and consecutive days) and
-    persistence. Feed events with :meth:`update` (or reducer facts with :meth:`add`) and drive
-    time with :meth:`expire`; the window advances (and PageRank refreshes) every ``step``.
+    persistence. Feed items with :meth:`update` (or reducer facts with :meth:`add`) and drive
+    time (unix seconds) with :meth:`expire`; the window advances (and PageRank refreshes)
+    every ``step``.
+
+    Cost: an event is a graph update (a few us). A refresh applies the window's net changes to
+    the walks (work proportional to the changed nodes' stored visits), smooths over the
+    window's edge arrays and sorts the window's agents once (NumPy); the exact day and
+    cumulative PageRanks run only after their graph grew by ``day_growth`` /
+    ``cumulative_growth``, warm-started, so their total cost is proportional to the final
+    graph, not to (graph x refreshes).
     """
 
     def __init__(self, config: InfluenceConfig | None = None,
@@ -559,99 +617,107 @@ class InfluenceEngine:
         self.graph = graph or InteractionGraph(cfg.window, cfg.retain_days)
         self.pagerank = MonteCarloPageRank(cfg.walks_per_node, cfg.alpha, cfg.smooth_steps,
                                            cfg.seed, cfg.min_walks)
+        self._step = cfg.step.total_seconds()
         self._next_step: float | None = None
         self._window: _Summary | None = None
-        self._window_scores: dict[str, float] = {}
-        self._window_rank: dict[str, int] = {}
-        self._window_time: datetime | None = None
+        self._win: tuple[list[str], np.ndarray] = ([], np.zeros(0))
+        self._win_index: dict[str, int] | None = None
+        self._window_time: float | None = None
         self._turnover: float | None = None
         self._cum: _Summary | None = None
-        self._cum_scores: dict[str, float] = {}
-        self._cum_rank: dict[str, int] = {}
+        self._cum_p = np.zeros(0)
+        self._cum_n = 0  # interactions behind the cumulative vector
         self._cum_due: float = -math.inf
-        self._days: dict[date, dict[str, Any]] = {}  # closed days' summaries
-        self._open_cache: dict[date, tuple[int, _Summary]] = {}
+        self._days: dict[int, dict[str, Any]] = {}  # closed days' summaries
+        self._open_cache: dict[int, tuple[int, _Summary]] = {}
         self._persist: dict[str, _Persistence] = {}
         self._streaks_total = 0
         self._streak_seconds_sum = 0.0
         self.refreshes_total = 0
 
     # -- ingestion ---------------------------------------------------------------------------
-    def update(self, event: CommentEvent | PostEvent | VoteEvent) -> Interaction | None:
-        return self.graph.update(event)
+    def update(self, item: Item) -> Interaction | None:
+        return self.graph.update(item)
 
     def add(self, edge: Interaction) -> None:
         self.graph.add(edge)
 
-    def expire(self, now: datetime) -> None:
+    def expire(self, now: float) -> None:
         """Advance event time; refresh the window at each ``step`` boundary passed."""
         for d, weights in self.graph.expire(now).items():
             self._close_day(d, weights)
-        ts, step = now.timestamp(), self.config.step.total_seconds()
+        step = self._step
         if self._next_step is None:
-            self._next_step = (ts // step + 1) * step
-        elif ts >= self._next_step:
+            self._next_step = (now // step + 1) * step
+        elif now >= self._next_step:
             self.refresh(now)
-            self._next_step = (ts // step + 1) * step
+            self._next_step = (now // step + 1) * step
 
-    def refresh(self, now: datetime | None = None) -> None:
-        """Bring the window PageRank up to date and evaluate the window."""
-        now = now or self.graph.now or datetime.now(UTC)
+    def refresh(self, now: float | None = None, *, full: bool = False) -> None:
+        """Bring the window PageRank up to date and evaluate the window; ``full`` also brings
+        every open day's and the cumulative exact PageRank up to date (end of a replay)."""
+        now = now if now is not None else self.graph.now or 0.0
         self.pagerank.apply(self.graph.drain_delta())
-        self._window_scores = self.pagerank.scores()
-        summary = summarise(self._window_scores, len(self.graph.window), self.config.top_n)
+        names, p = self.pagerank.vector()
+        summary = summarise_vector(names, p, len(self.graph.window), self.config.top_n)
         if self._window is not None:
             self._turnover = jaccard(set(self._window.supernodes), set(summary.supernodes))
         self._track(summary.supernodes, now)
         self._window, self._window_time = summary, now
-        self._window_rank = {a: i + 1 for i, (a, _) in enumerate(ranked(self._window_scores))}
-        for d, weights in self.graph.days.items():  # open days, recomputed once per step
-            self._day_summary(d, weights)
-        if now.timestamp() >= self._cum_due:
-            self._cum_scores = pagerank_exact(self.graph.cumulative(), self.config.alpha)
-            self._cum = summarise(self._cum_scores, self.graph.cumulative_size()[1],
-                                  self.config.top_n)
-            self._cum_rank = {a: i + 1 for i, (a, _) in enumerate(ranked(self._cum_scores))}
-            self._cum_due = now.timestamp() + self.config.cumulative_every.total_seconds()
+        self._win, self._win_index = (names, p), None
+        for d, weights in self.graph.days.items():  # open days, when grown enough
+            self._day_summary(d, weights, 0.0 if full else self.config.day_growth)
+        total = self.graph.interactions_total
+        if full or (now >= self._cum_due and total > self._cum_n * (
+                1 + self.config.cumulative_growth)):
+            names_c, src, dst, w = self.graph.arrays()
+            start = np.concatenate([self._cum_p, np.full(len(names_c) - len(self._cum_p),
+                                                         1.0 / max(len(names_c), 1))])
+            self._cum_p = pagerank_arrays(src, dst, w, len(names_c), self.config.alpha,
+                                          start=start)
+            self._cum = summarise_vector(names_c, self._cum_p, len(src), self.config.top_n)
+            self._cum_n = total
+            self._cum_due = now + self.config.cumulative_every.total_seconds()
         self.refreshes_total += 1
 
     # -- days --------------------------------------------------------------------------------
-    def _day_summary(self, d: date, weights: Mapping[Pair, int]) -> _Summary:
-        n = sum(weights.values())
+    def _day_summary(self, d: int, weights: Mapping[Pair, int], growth: float) -> _Summary:
+        n = self.graph.day_interactions.get(d, 0)
         hit = self._open_cache.get(d)
-        if hit is None or hit[0] != n:
+        if hit is None or n > hit[0] * (1 + growth) or (growth == 0 and n != hit[0]):
             hit = (n, summarise(pagerank_exact(weights, self.config.alpha), len(weights),
                                 self.config.top_n))
             self._open_cache[d] = hit
         return hit[1]
 
-    def _close_day(self, d: date, weights: Mapping[Pair, int]) -> None:
-        self._days[d] = self._day_summary(d, weights).as_dict()
+    def _close_day(self, d: int, weights: Mapping[Pair, int]) -> None:
+        self._days[d] = self._day_summary(d, weights, 0.0).as_dict()
         self._open_cache.pop(d, None)
         while len(self._days) > self.config.days_kept:
             del self._days[min(self._days)]
 
     def daily(self) -> dict[str, dict[str, Any]]:
-        """Per-day summaries (closed and open days) with super-node turnover vs the day before."""
+        """Per-day summaries (closed and open days) with super-node turnover vs the day before;
+        an open day's figures are as of its last exact computation (see ``day_growth``)."""
         days = dict(self._days)
-        for d, weights in self.graph.days.items():  # open days: as of the last refresh
+        for d, weights in self.graph.days.items():
             hit = self._open_cache.get(d)
-            days[d] = (hit[1] if hit else self._day_summary(d, weights)).as_dict()
+            days[d] = (hit[1] if hit else self._day_summary(d, weights, 0.0)).as_dict()
         out: dict[str, dict[str, Any]] = {}
         prev: set[str] | None = None
-        prev_day: date | None = None
+        prev_day: int | None = None
         for d in sorted(days):
             row = dict(days[d])
             cur = set(row["supernodes"])
-            consecutive = prev_day is not None and (d - prev_day).days == 1
+            consecutive = prev_day is not None and d - prev_day == 1
             row["supernode_turnover_jaccard"] = (jaccard(prev, cur)
                                                  if consecutive and prev is not None else None)
-            out[d.isoformat()] = row
+            out[day_label(d)] = row
             prev, prev_day = cur, d
         return out
 
     # -- super-node persistence --------------------------------------------------------------
-    def _track(self, supernodes: list[str], now: datetime) -> None:
+    def _track(self, supernodes: list[str], now: float) -> None:
         current = set(supernodes)
         for agent, rec in self._persist.items():
             if rec.streak_start is not None and agent not in current:
@@ -671,8 +737,7 @@ class InfluenceEngine:
 
     def _end_streak(self, rec: _Persistence) -> None:
         assert rec.streak_start is not None
-        seconds = ((rec.last_seen - rec.streak_start).total_seconds()
-                   + self.config.step.total_seconds())
+        seconds = rec.last_seen - rec.streak_start + self._step
         rec.longest_seconds = max(rec.longest_seconds, seconds)
         self._streaks_total += 1
         self._streak_seconds_sum += seconds
@@ -681,31 +746,44 @@ class InfluenceEngine:
     # -- output ------------------------------------------------------------------------------
     def agent(self, name: str) -> dict[str, Any] | None:
         """An agent's window and cumulative rank and PageRank, and its super-node record."""
-        if name not in self._window_rank and name not in self._cum_rank:
+        names, p = self._win
+        if self._win_index is None:
+            self._win_index = {a: i for i, a in enumerate(names)}
+        wi = self._win_index.get(name)
+        ci = self.graph._index.get(name)
+        if ci is not None and ci >= len(self._cum_p):
+            ci = None
+        if wi is None and ci is None:
             return None
+        names_c = self.graph._names
         rec = self._persist.get(name)
         return {
             "agent": name,
-            "window": ({"rank": self._window_rank[name], "pagerank": self._window_scores[name],
-                        "of": len(self._window_rank)} if name in self._window_rank else None),
-            "cumulative": ({"rank": self._cum_rank[name], "pagerank": self._cum_scores[name],
-                            "of": len(self._cum_rank)} if name in self._cum_rank else None),
+            "window": None if wi is None else {"rank": _rank(names, p, wi),
+                                               "pagerank": float(p[wi]), "of": len(p)},
+            "cumulative": None if ci is None else {
+                "rank": _rank(names_c, self._cum_p, ci), "pagerank": float(self._cum_p[ci]),
+                "of": len(self._cum_p)},
             "supernode": self._window is not None and name in self._window.supernodes,
             "supernode_history": None if rec is None else self._persist_dict(rec),
         }
 
     def scores(self, graph: Literal["window", "cumulative"] = "window") -> dict[str, float]:
-        """The latest PageRank vector of the window or of the cumulative graph."""
-        return dict(self._window_scores if graph == "window" else self._cum_scores)
+        """The latest PageRank vector of the window or of the cumulative graph (O(agents))."""
+        if graph == "window":
+            names, p = self._win
+        else:
+            names, p = self.graph._names[:len(self._cum_p)], self._cum_p
+        return dict(zip(names, p.tolist(), strict=True))
 
     def supernode_records(self) -> dict[str, dict[str, Any]]:
         """Every agent with a super-node record (bounded by ``config.history``)."""
         return {name: self._persist_dict(rec) for name, rec in self._persist.items()}
 
     def _persist_dict(self, rec: _Persistence) -> dict[str, Any]:
-        return {"first_seen": rec.first_seen.isoformat(), "last_seen": rec.last_seen.isoformat(),
+        return {"first_seen": _iso(rec.first_seen), "last_seen": _iso(rec.last_seen),
                 "windows": rec.windows, "current_streak_since":
-                    rec.streak_start.isoformat() if rec.streak_start else None,
+                    _iso(rec.streak_start) if rec.streak_start is not None else None,
                 "longest_streak_seconds": rec.longest_seconds}
 
     def snapshot(self) -> Snapshot:
@@ -743,8 +821,9 @@ class InfluenceEngine:
         ]
         details = {
             "pagerank_window": None if self._window is None else
-            {**self._window.as_dict(), "time": self._window_time.isoformat()  # type: ignore[union-attr]
-             if self._window_time else None, "supernode_turnover_jaccard": self._turnover},
+            {**self._window.as_dict(), "time": _iso(self._window_time)
+             if self._window_time is not None else None,
+             "supernode_turnover_jaccard": self._turnover},
             "pagerank_cumulative": None if self._cum is None else self._cum.as_dict(),
             "pagerank_daily": days,
             "supernode_history": {a: self._persist_dict(r) for a, r in self._persist.items()},

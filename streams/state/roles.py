@@ -3,13 +3,28 @@ network features and report the share held by the largest cluster (the paper's h
 periphery: 93.5% of agents, six roles, silhouette 0.91).
 
 Features per agent: in-degree and out-degree (distinct partners), betweenness centrality
-(directed, normalised), clustering coefficient of the undirected graph, PageRank (0.85,
-weighted). Standardised (zero mean, unit variance); k-means for each k in ``k_range`` (3..8),
-k chosen by the highest silhouette. Periodic (every ``every`` of event time), not
-incremental: it is a batch computation on the cumulative graph. Cost: betweenness is exact up
-to ``betweenness_exact_max`` agents and estimated from ``betweenness_samples`` pivots above
-(networkx's sampling); silhouette on at most ``silhouette_sample`` agents. State kept between
-runs: the last result and one role label per agent (O(agents)).
+(directed, unweighted shortest paths, normalised by (n-1)(n-2) as networkx does), clustering
+coefficient of the undirected graph, PageRank (0.85, weighted; :func:`pagerank_arrays`).
+Standardised (zero mean, unit variance); k-means for each k in ``k_range`` (3..8), k chosen by
+the highest silhouette. A batch computation on the cumulative graph, run periodically and
+bounded:
+
+- cadence: at most every ``every`` (6 h) of event time, and only once the graph's
+  interactions grew by ``min_growth`` (25 %) since the last run, so the total work is a
+  geometric sum: amortised O(1) per interaction however long the stream;
+- agents: all of them up to ``sample`` (20,000), else a uniform sample of that many (seeded);
+  the periphery ratio is then a sample share, within 1.96 sqrt(p(1-p)/m) <= 0.007 of the
+  whole graph's at 95 % (m = 20,000), and per-agent roles exist for the sampled agents;
+- betweenness: exact (Brandes, vectorised level by level over the CSR arrays) up to
+  ``betweenness_exact_max`` agents (1,000), else estimated from ``betweenness_samples``
+  (64) uniform pivots with networkx's scaling: each pivot adds one term in [0, 1] per agent,
+  so by Hoeffding an agent's estimate is within sqrt(ln(2/0.05) / (2k)) = 0.17 of the exact
+  normalised value with 95 % probability (k = 64; typically far closer: tests);
+- clustering: exact per (sampled) agent from neighbour-set intersections, O(deg^2) an agent;
+- k-means on the (sampled) agents, silhouette on at most ``silhouette_sample`` of them.
+
+Run cost on a 100k-agent graph: a few seconds (bench figures in the report); state kept
+between runs: the last result and one role label per clustered agent.
 
 >>> eng = RolesEngine(RolesConfig(k_range=(3, 3)))
 >>> w = {(f"a{i}", "hub"): 1 for i in range(20)} | {("hub", "b"): 1, ("b", "c"): 1}
@@ -22,54 +37,146 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import networkx as nx
 import numpy as np
+import scipy.sparse as sp
 from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from sklearn.preprocessing import StandardScaler
 
-from streams.events import CommentEvent, PostEvent, VoteEvent
-from streams.state.base import Sample, Snapshot
+from streams.events import CommentEvent
+from streams.state.base import Item, Sample, Snapshot
 from streams.state.graph import InteractionGraph, Pair
-from streams.state.pagerank import pagerank_exact
+from streams.state.pagerank import pagerank_arrays
 
 FEATURES = ("in_degree", "out_degree", "betweenness", "clustering", "pagerank")
 
 
 @dataclass(frozen=True, slots=True)
 class RolesConfig:
-    """every [6 h]; k_range [(3, 8)]; n_init [4] k-means restarts; seed [0];
-    betweenness_exact_max [3000] agents; betweenness_samples [500] pivots above that;
-    silhouette_sample [5000] agents."""
+    """every [6 h]; min_growth [0.25]; k_range [(3, 8)]; n_init [4] k-means restarts; seed [0];
+    sample [20,000] agents; betweenness_exact_max [1,000] agents; betweenness_samples [64]
+    pivots above that; silhouette_sample [5,000] agents."""
 
     every: timedelta = timedelta(hours=6)
+    min_growth: float = 0.25
     k_range: tuple[int, int] = (3, 8)
     n_init: int = 4
     seed: int = 0
-    betweenness_exact_max: int = 3000
-    betweenness_samples: int = 500
+    sample: int = 20_000
+    betweenness_exact_max: int = 1000
+    betweenness_samples: int = 64
     silhouette_sample: int = 5000
 
 
-def role_features(weights: Mapping[Pair, int], config: RolesConfig | None = None,
-                  ) -> tuple[list[str], np.ndarray]:
-    """(agents, feature matrix with columns :data:`FEATURES`) of a weighted digraph."""
+def betweenness(indptr: np.ndarray, indices: np.ndarray, n: int,
+                pivots: np.ndarray | None = None) -> np.ndarray:
+    """Brandes' betweenness of a directed unweighted graph (CSR of out-edges, no duplicate
+    pairs), summed over ``pivots`` (all nodes when None) and scaled as networkx scales it
+    (normalised, endpoints excluded; sampled pivots as ``betweenness_centrality(k=...)``).
+    Each pivot is one BFS done a level at a time in NumPy, O(edges + levels)."""
+    bc = np.zeros(n)
+    sources = np.arange(n) if pivots is None else pivots
+    for s in sources.tolist():
+        dist = np.full(n, -1, np.int64)
+        sigma = np.zeros(n)
+        dist[s], sigma[s] = 0, 1.0
+        frontier = np.array([s])
+        levels: list[tuple[np.ndarray, np.ndarray]] = []
+        d = 0
+        while len(frontier):
+            starts, ends = indptr[frontier], indptr[frontier + 1]
+            cnt = ends - starts
+            total = int(cnt.sum())
+            if not total:
+                break
+            src = np.repeat(frontier, cnt)
+            offs = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            dst = indices[np.repeat(starts, cnt) + offs]
+            fresh = dst[dist[dst] < 0]
+            dist[fresh] = d + 1
+            keep = dist[dst] == d + 1
+            src, dst = src[keep], dst[keep]
+            np.add.at(sigma, dst, sigma[src])
+            levels.append((src, dst))
+            frontier = np.unique(dst)
+            d += 1
+        delta = np.zeros(n)
+        for src, dst in reversed(levels):
+            np.add.at(delta, src, sigma[src] / sigma[dst] * (1.0 + delta[dst]))
+        delta[s] = 0.0
+        bc += delta
+    if n <= 2:
+        return bc
+    if pivots is None or len(pivots) == n:
+        return bc / ((n - 1) * (n - 2))
+    k = len(pivots)
+    scale = np.full(n, 1.0 / (k * (n - 2)))
+    scale[pivots] = 1.0 / ((k - 1) * (n - 2)) if k > 1 else np.nan
+    return bc * scale
+
+
+def _graph_arrays(source: InteractionGraph | Mapping[Pair, int],
+                  ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    if isinstance(source, InteractionGraph):
+        return source.arrays()
+    idx: dict[str, int] = {}
+    names: list[str] = []
+    for u, v in source:
+        for a in (u, v):
+            if a not in idx:
+                idx[a] = len(names)
+                names.append(a)
+    src = np.fromiter((idx[u] for u, _ in source), np.int64, len(source))
+    dst = np.fromiter((idx[v] for _, v in source), np.int64, len(source))
+    w = np.fromiter(source.values(), np.float64, len(source))
+    return names, src, dst, w
+
+
+def role_features(source: InteractionGraph | Mapping[Pair, int],
+                  config: RolesConfig | None = None) -> tuple[list[str], np.ndarray]:
+    """(agents sorted by name, feature matrix with columns :data:`FEATURES`) of the
+    cumulative graph or of a weighted digraph; at most ``config.sample`` agents (uniform)."""
     cfg = config or RolesConfig()
-    g = nx.DiGraph()
-    g.add_weighted_edges_from((u, v, w) for (u, v), w in weights.items())
-    names = sorted(g.nodes())
-    if len(names) > cfg.betweenness_exact_max:
-        btw = nx.betweenness_centrality(g, k=cfg.betweenness_samples, seed=cfg.seed)
-    else:
-        btw = nx.betweenness_centrality(g)
-    clus = nx.clustering(g.to_undirected())
-    pr = pagerank_exact(weights)
-    x = np.array([[g.in_degree(a), g.out_degree(a), btw[a], clus[a], pr[a]] for a in names],
-                 dtype=np.float64).reshape(len(names), len(FEATURES))
-    return names, x
+    names, src, dst, w = _graph_arrays(source)
+    n = len(names)
+    if n == 0:
+        return [], np.zeros((0, len(FEATURES)))
+    src, dst = src.astype(np.int64), dst.astype(np.int64)
+    out = sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
+    out.sum_duplicates()
+    rng = np.random.default_rng(cfg.seed)
+    pivots = (None if n <= cfg.betweenness_exact_max else
+              np.sort(rng.choice(n, min(cfg.betweenness_samples, n), replace=False)))
+    btw = betweenness(out.indptr, out.indices, n, pivots)
+    pr = pagerank_arrays(src, dst, w, n)
+    in_deg = np.diff(out.tocsc().indptr)
+    out_deg = np.diff(out.indptr)
+    chosen = (np.arange(n) if n <= cfg.sample else rng.choice(n, cfg.sample, replace=False))
+    chosen = sorted(chosen.tolist(), key=names.__getitem__)
+    und = (out + out.T).tocsr()
+    und.setdiag(0)
+    und.eliminate_zeros()
+    nbrs: dict[int, set[int]] = {}
+
+    def nb(u: int) -> set[int]:
+        s = nbrs.get(u)
+        if s is None:
+            s = nbrs[u] = set(und.indices[und.indptr[u]:und.indptr[u + 1]].tolist())
+        return s
+
+    clus = np.zeros(len(chosen))
+    for j, v in enumerate(chosen):
+        mine = nb(v)
+        deg = len(mine)
+        if deg > 1:
+            tri = sum(len(mine & nb(u)) for u in mine) / 2
+            clus[j] = 2 * tri / (deg * (deg - 1))
+    idx = np.array(chosen, dtype=np.int64)
+    x = np.column_stack([in_deg[idx], out_deg[idx], btw[idx], clus, pr[idx]]).astype(np.float64)
+    return [names[i] for i in chosen], x
 
 
 def cluster_roles(x: np.ndarray, config: RolesConfig | None = None) -> dict[str, Any] | None:
@@ -107,29 +214,34 @@ class RolesEngine:
         self._own_graph = graph is None
         self.graph = graph or InteractionGraph()
         self._due: float | None = None
+        self._ran_at_interactions = 0
         self._result: dict[str, Any] | None = None
         self._role: dict[str, int] = {}
-        self._at: datetime | None = None
+        self._at: float | None = None
         self.runs_total = 0
 
-    def update(self, event: PostEvent | CommentEvent | VoteEvent) -> None:
-        if self._own_graph and isinstance(event, CommentEvent):
-            self.graph.update(event)
+    def update(self, item: Item) -> None:
+        if self._own_graph and isinstance(item.event, CommentEvent):
+            self.graph.update(item)
 
-    def expire(self, now: datetime) -> None:
-        ts = now.timestamp()
-        if self._due is None or ts >= self._due:
-            if self._due is not None:
+    def expire(self, now: float) -> None:
+        if self._due is None:
+            self._due = now + self.config.every.total_seconds()
+        elif now >= self._due:
+            grown = self.graph.interactions_total
+            if grown > self._ran_at_interactions * (1 + self.config.min_growth):
                 self.refresh(now)
-            self._due = ts + self.config.every.total_seconds()
+            self._due = now + self.config.every.total_seconds()
 
-    def refresh(self, now: datetime | None = None) -> None:
-        self.compute(self.graph.cumulative())
-        self._at = now or self.graph.now
+    def refresh(self, now: float | None = None) -> None:
+        """Cluster the cumulative graph now (whatever its growth)."""
+        self._ran_at_interactions = self.graph.interactions_total
+        self.compute(self.graph)
+        self._at = now if now is not None else self.graph.now
 
-    def compute(self, weights: Mapping[Pair, int]) -> dict[str, Any]:
+    def compute(self, source: InteractionGraph | Mapping[Pair, int]) -> dict[str, Any]:
         """Cluster the given graph now; returns (and keeps) the summary."""
-        names, x = role_features(weights, self.config)
+        names, x = role_features(source, self.config)
         res = cluster_roles(x, self.config) if len(names) else None
         self.runs_total += 1
         if res is None:
@@ -170,5 +282,6 @@ class RolesEngine:
                 Sample("roles_silhouette", r["silhouette"]),
                 Sample("roles_agents", float(r["agents"]), help="Agents clustered"),
             ]
-        details = {"roles": {**r, "time": self._at.isoformat() if self._at else None}}
+        at = datetime.fromtimestamp(self._at, UTC).isoformat() if self._at is not None else None
+        details = {"roles": {**r, "time": at}}
         return Snapshot(samples=samples, details=details)

@@ -15,25 +15,35 @@ Definitions (the paper gives the findings, not the formulas; these are our choic
   100+), as last seen from its PostEvent or VoteEvents; a post's uncommented verdict is
   bucketed by its upvotes when the horizon passes.
 
+- overall: the same three figures over every post, whatever its bucket (``threads_overall``).
+
+Unknown authors (``item.author`` None): the comment counts (comments, depth) but is no
+replier; a post without author still counts (every replier is then "not the author").
+
 State is per post and keyed by post id, so it partitions like the events topic. Each partition
 reports :meth:`ThreadsEngine.partial`, plain sums per bucket and per day that add up across
 partitions; :func:`merge` sums them and :func:`totals_snapshot` turns any such sum into the
-Snapshot. A post is kept live for ``retention`` after it was posted, then folded into the
-sums and forgotten (later comments count in ``threads_late_comments_total``); memory is one
-record per live post plus its distinct repliers.
+Snapshot. The sums are kept incrementally (each event moves its thread's contribution: O(1)
+an event, and ``partial`` costs O(buckets + days), not O(live posts)). A post is kept live
+for ``retention`` after it was posted, then forgotten (its contribution frozen; later
+comments count in ``threads_late_comments_total``); memory is one record per live post
+(~300 B) plus its distinct repliers (~60 B each).
 
->>> from datetime import datetime, timedelta, timezone
+>>> from datetime import datetime, timezone
 >>> from streams.events import CommentEvent, PostEvent
 >>> t = datetime(2026, 2, 1, tzinfo=timezone.utc)
 >>> eng = ThreadsEngine()
->>> eng.update(PostEvent(id="post:p", event_time=t, observed_at=t, post_id="p", author="a",
-...                      upvotes=7))
+>>> eng.update(Item.of(PostEvent(id="post:p", event_time=t, observed_at=t, post_id="p",
+...                              author="a", upvotes=7)))
 >>> for i, (who, depth) in enumerate([("b", 1), ("c", 2), ("b", 3)]):
-...     eng.update(CommentEvent(id=f"comment:{i}", event_time=t, observed_at=t, comment_id=str(i),
-...                             post_id="p", author=who, depth=depth, reply_to="a"))
+...     eng.update(Item.of(CommentEvent(id=f"comment:{i}", event_time=t, observed_at=t,
+...                                     comment_id=str(i), post_id="p", author=who,
+...                                     depth=depth, reply_to="a")))
 >>> snap = eng.snapshot()
 >>> snap.value("thread_depth", bucket="5-19"), snap.value("thread_repliers", bucket="5-19")
 (3.0, 2.0)
+>>> snap.details["threads_overall"]["thread_depth"]
+3.0
 """
 
 from __future__ import annotations
@@ -41,11 +51,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from streams.events import CommentEvent, PostEvent, VoteEvent
-from streams.state.base import Sample, Snapshot
+from streams.state.base import Item, Sample, Snapshot
 
 DEFAULT_BUCKETS = (0, 1, 5, 20, 100)
 
@@ -90,9 +100,9 @@ class Sums:
     matured: int = 0
     matured_uncommented: int = 0
 
-    def add(self, other: Sums) -> None:
+    def add(self, other: Sums, sign: int = 1) -> None:
         for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+            setattr(self, f.name, getattr(self, f.name) + sign * getattr(other, f.name))
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -127,23 +137,21 @@ def merge(parts: Iterable[Partial]) -> Partial:
     return out
 
 
+# A thread's contribution to the sums: (bucket, day, posts, commented, depth, repliers,
+# comments, verdict bucket or None, uncommented)
+_Contrib = tuple[str, int | None, int, int, int, int, int, str | None, int]
+
+
 @dataclass(slots=True)
 class _Thread:
-    created: datetime | None = None
+    created: float | None = None
     author: str | None = None
     upvotes: int = 0
     comments: int = 0
     max_depth: int = 0
     repliers: set[str] = field(default_factory=set)
-    first_comment: datetime | None = None
+    first_comment: float | None = None
     verdict: tuple[str, bool] | None = None  # (bucket at horizon, uncommented)
-
-    def sums(self) -> Sums:
-        s = Sums(posts=1, comments=self.comments)
-        if self.comments:
-            s.commented, s.depth_sum = 1, self.max_depth
-            s.repliers_sum = len(self.repliers - {self.author})
-        return s
 
 
 class ThreadsEngine:
@@ -151,84 +159,121 @@ class ThreadsEngine:
 
     def __init__(self, config: ThreadsConfig | None = None) -> None:
         self.config = config or ThreadsConfig()
+        self._labels = bucket_labels(self.config.buckets)
         self._live: dict[str, _Thread] = {}
         self._done: dict[str, None] = {}  # folded ids (oldest first): late events stay late
-        self._final = Partial()
-        self._horizon: list[tuple[datetime, str]] = []
-        self._retire: list[tuple[datetime, str]] = []
+        self._total = Partial()  # every thread's contribution, live and folded
+        self._days: dict[int, Sums] = {}  # the same by UTC day number
+        self._horizon: list[tuple[float, str]] = []
+        self._retire: list[tuple[float, str]] = []
+        self._horizon_s = self.config.horizon.total_seconds()
+        self._retention_s = self.config.retention.total_seconds()
 
-    def update(self, event: PostEvent | CommentEvent | VoteEvent) -> None:
+    def _bucket(self, upvotes: int) -> str:
+        bounds = self.config.buckets
+        for i in range(len(bounds) - 1, -1, -1):
+            if upvotes >= bounds[i]:
+                return self._labels[i]
+        return self._labels[0]
+
+    def _contrib(self, th: _Thread) -> _Contrib:
+        when = th.created if th.created is not None else th.first_comment
+        repliers = len(th.repliers) - (th.author in th.repliers) if th.comments else 0
+        v = th.verdict
+        return (self._bucket(th.upvotes), None if when is None else int(when // 86400),
+                1 if th.created is not None or th.comments else 0, 1 if th.comments else 0,
+                th.max_depth if th.comments else 0, repliers, th.comments,
+                None if v is None else v[0], int(v[1]) if v is not None else 0)
+
+    def _apply(self, c: _Contrib, sign: int) -> None:
+        bucket, day, posts, commented, depth, repliers, comments, vb, unc = c
+        s = Sums(posts, commented, depth, repliers, comments)
+        self._total.by_bucket.setdefault(bucket, Sums()).add(s, sign)
+        if vb is not None:
+            self._total.by_bucket.setdefault(vb, Sums()).add(Sums(matured=1,
+                                                                  matured_uncommented=unc), sign)
+            s.matured, s.matured_uncommented = 1, unc
+        if day is not None:
+            self._days.setdefault(day, Sums()).add(s, sign)
+
+    def _change(self, th: _Thread, before: _Contrib) -> None:
+        after = self._contrib(th)
+        if after != before:
+            self._apply(before, -1)
+            self._apply(after, 1)
+
+    def update(self, item: Item) -> None:
+        event = item.event
         if isinstance(event, VoteEvent):
-            if event.target == "post" and event.post_id in self._live:
-                self._live[event.post_id].upvotes = event.upvotes
+            th = self._live.get(event.post_id) if event.target == "post" else None
+            if th is not None and th.upvotes != event.upvotes:
+                before = self._contrib(th)
+                th.upvotes = event.upvotes
+                self._change(th, before)
+            return
+        if not isinstance(event, PostEvent | CommentEvent):
             return
         pid = event.post_id
         if pid in self._done:
             if isinstance(event, CommentEvent):
-                self._final.late_comments += 1
+                self._total.late_comments += 1
             return
         th = self._live.get(pid)
         if th is None:
             th = self._live[pid] = _Thread()
+        before = self._contrib(th)
+        t = item.t
         if isinstance(event, PostEvent):
-            th.author, th.upvotes = event.author, event.upvotes
+            th.author, th.upvotes = item.author, event.upvotes
             if th.created is None:
-                th.created = event.event_time
-                heapq.heappush(self._horizon, (event.event_time + self.config.horizon, pid))
-                heapq.heappush(self._retire, (event.event_time + self.config.retention, pid))
-            return
-        if not isinstance(event, CommentEvent):
-            return
-        if th.author is None and event.post_author:
-            th.author = event.post_author
-        if th.created is None and th.first_comment is None:  # post not seen (yet)
-            heapq.heappush(self._retire, (event.event_time + self.config.retention, pid))
-        th.comments += 1
-        th.max_depth = max(th.max_depth, event.depth)
-        th.repliers.add(event.author)
-        if th.first_comment is None or event.event_time < th.first_comment:
-            th.first_comment = event.event_time
+                th.created = t
+                heapq.heappush(self._horizon, (t + self._horizon_s, pid))
+                heapq.heappush(self._retire, (t + self._retention_s, pid))
+        else:
+            if th.author is None and th.created is None and event.post_author:
+                th.author = event.post_author
+            if th.created is None and th.first_comment is None:  # post not seen (yet)
+                heapq.heappush(self._retire, (t + self._retention_s, pid))
+            th.comments += 1
+            if event.depth > th.max_depth:
+                th.max_depth = event.depth
+            if item.author is not None:
+                th.repliers.add(item.author)
+            if th.first_comment is None or t < th.first_comment:
+                th.first_comment = t
+        self._change(th, before)
 
-    def expire(self, now: datetime) -> None:
-        """Pass horizons (uncommented verdicts) and fold posts older than ``retention``."""
+    def expire(self, now: float) -> None:
+        """Pass horizons (uncommented verdicts) and forget posts older than ``retention``."""
         while self._horizon and self._horizon[0][0] <= now:
             due, pid = heapq.heappop(self._horizon)
             th = self._live.get(pid)
             if th is not None and th.created is not None:
+                before = self._contrib(th)
                 uncommented = th.first_comment is None or th.first_comment > due
-                th.verdict = (bucket_of(th.upvotes, self.config.buckets), uncommented)
+                th.verdict = (self._bucket(th.upvotes), uncommented)
+                self._change(th, before)
         while self._retire and self._retire[0][0] <= now:
             due, pid = heapq.heappop(self._retire)
             th = self._live.get(pid)
-            if th is None or (th.created is not None and th.created + self.config.retention > due):
+            if th is None or (th.created is not None and th.created + self._retention_s > due):
                 continue  # a comment's provisional entry; the post's own entry comes later
-            del self._live[pid]
-            self._fold(self._final, th)
+            del self._live[pid]  # its contribution stays in the sums, frozen
             self._done[pid] = None
         keep = 2 * max(len(self._live), 1024)  # only recently folded posts still see events
         while len(self._done) > 2 * keep:
             for pid in list(self._done)[:keep]:
                 del self._done[pid]
 
-    def _fold(self, into: Partial, th: _Thread) -> None:
-        s = th.sums()
-        into.by_bucket.setdefault(bucket_of(th.upvotes, self.config.buckets), Sums()).add(s)
-        if th.verdict is not None:
-            b, unc = th.verdict
-            into.by_bucket.setdefault(b, Sums()).add(Sums(matured=1, matured_uncommented=unc))
-            s.matured, s.matured_uncommented = 1, int(unc)
-        when = th.created or th.first_comment
-        if when is not None:
-            into.by_day.setdefault(when.date().isoformat(), Sums()).add(s)
-
     def partial(self) -> Partial:
-        """This partition's sums: folded posts plus the live ones as they stand."""
-        out = Partial()
-        out.add(self._final)
-        for th in self._live.values():
-            self._fold(out, th)
-        while len(out.by_day) > self.config.days_kept:
-            del out.by_day[min(out.by_day)]
+        """This partition's sums (every post seen, live ones as they stand): a copy."""
+        out = Partial(late_comments=self._total.late_comments)
+        for b, s in self._total.by_bucket.items():
+            out.by_bucket[b] = Sums(**{f.name: getattr(s, f.name) for f in fields(s)})
+        for d in sorted(self._days)[-self.config.days_kept:]:
+            s = self._days[d]
+            label = datetime.fromtimestamp(d * 86400, UTC).date().isoformat()
+            out.by_day[label] = Sums(**{f.name: getattr(s, f.name) for f in fields(s)})
         return out
 
     def thread(self, post_id: str) -> dict[str, Any] | None:
@@ -237,7 +282,7 @@ class ThreadsEngine:
         if th is None:
             return None
         return {"post_id": post_id, "author": th.author, "upvotes": th.upvotes,
-                "bucket": bucket_of(th.upvotes, self.config.buckets), "comments": th.comments,
+                "bucket": self._bucket(th.upvotes), "comments": th.comments,
                 "depth": th.max_depth, "repliers": len(th.repliers - {th.author})}
 
     def snapshot(self) -> Snapshot:
@@ -265,7 +310,11 @@ def totals_snapshot(total: Partial, buckets: tuple[int, ...] = DEFAULT_BUCKETS) 
                 samples.append(Sample(name, float(d[name]), lab, help=helptext))
     samples.append(Sample("threads_late_comments_total", float(total.late_comments),
                           kind="counter", help="Comments on posts already folded"))
+    overall = Sums()
+    for s in total.by_bucket.values():
+        overall.add(s)
     details = {
+        "threads_overall": overall.as_dict(),
         "threads_by_bucket": {b: s.as_dict() for b, s in total.by_bucket.items()},
         "threads_daily": {d: total.by_day[d].as_dict() for d in sorted(total.by_day)},
     }

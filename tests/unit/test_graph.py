@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from service.sources.normalise import parse_time
 from streams.events import CommentEvent
-from streams.state.graph import Interaction, InteractionGraph, interaction_of
+from streams.state.base import Item
+from streams.state.graph import Interaction, InteractionGraph, day_of, interaction_of
 from tests.unit.collective_data import raw_threads, thread_events
 
 
@@ -40,13 +41,13 @@ def batch_edges() -> list[tuple[str, str, datetime]]:
 def test_days_and_cumulative_match_the_trees() -> None:
     g = InteractionGraph(retain_days=10_000)
     for e in thread_events():
-        g.update(e)
+        g.update(Item.of(e))
     ref = batch_edges()
     assert len(ref) > 200
     assert g.interactions_total == len(ref)
-    by_day: dict[date, Counter] = {}
+    by_day: dict[int, Counter] = {}
     for s, d, t in ref:
-        by_day.setdefault(t.astimezone(UTC).date(), Counter())[(s, d)] += 1
+        by_day.setdefault(day_of(t.timestamp()), Counter())[(s, d)] += 1
     assert {d: dict(c) for d, c in by_day.items()} == g.days
     assert g.cumulative() == dict(sum(by_day.values(), Counter()))
 
@@ -57,8 +58,8 @@ def test_window_matches_a_plain_filter_at_every_step() -> None:
     ref = batch_edges()
     events = [e for e in thread_events() if isinstance(e, CommentEvent)]
     for e in events:
-        g.expire(e.event_time)
-        g.update(e)
+        g.expire(e.event_time.timestamp())
+        g.update(Item.of(e))
         now = e.event_time
         want = Counter((s, d) for s, d, t in ref if now - width < t <= now)
         assert g.window == dict(want)
@@ -68,25 +69,34 @@ def test_self_loops_and_unknown_targets_are_dropped() -> None:
     t = datetime(2026, 2, 1, tzinfo=UTC)
     c = CommentEvent(id="comment:1", event_time=t, observed_at=t, comment_id="1", post_id="p",
                      author="a", reply_to="a")
-    assert interaction_of(c) is None
-    assert interaction_of(c.model_copy(update={"reply_to": None})) is None
-    assert interaction_of(c.model_copy(update={"reply_to": "b"})) == Interaction("a", "b", t)
+    assert interaction_of(Item.of(c)) is None
+    assert interaction_of(Item.of(c.model_copy(update={"reply_to": None}))) is None
+    to_b = Item.of(c.model_copy(update={"reply_to": "b"}))
+    assert interaction_of(to_b) == Interaction("a", "b", t.timestamp())
+    to_b.author = None  # the platform no longer names the commenter: no edge
+    assert interaction_of(to_b) is None
+    g = InteractionGraph()
+    assert g.update(to_b) is None and g.dropped_total == 1 and g.cumulative() == {}
 
 
 def test_expiry_deltas_late_edges_and_day_eviction() -> None:
-    t0 = datetime(2026, 2, 1, tzinfo=UTC)
+    t0 = datetime(2026, 2, 1, tzinfo=UTC).timestamp()
     g = InteractionGraph(window=timedelta(hours=1), retain_days=1)
     g.add(Interaction("a", "b", t0))
-    g.add(Interaction("a", "b", t0 + timedelta(minutes=30)))
+    g.add(Interaction("a", "b", t0 + 1800))
     assert g.drain_delta() == {("a", "b"): 2}
-    g.expire(t0 + timedelta(minutes=70))
+    g.expire(t0 + 70 * 60)
     assert g.drain_delta() == {("a", "b"): -1}
     g.add(Interaction("c", "d", t0))  # arrives late: counts in its day, not in the window
     assert g.late_total == 1 and ("c", "d") not in g.window
-    evicted = g.expire(t0 + timedelta(days=1, hours=2))
-    assert evicted == {date(2026, 2, 1): {("a", "b"): 2, ("c", "d"): 1}}
+    evicted = g.expire(t0 + 26 * 3600)
+    assert evicted == {day_of(t0): {("a", "b"): 2, ("c", "d"): 1}}
+    assert g.snapshot().details["graph_days"] == {}
     assert g.window == {} and g.drain_delta() == {("a", "b"): -1}
     assert g.cumulative_weight("a", "b") == 2 and g.in_neighbours("b") == {"a"}
+    names, src, dst, w = g.arrays()
+    assert {(names[s], names[d]): x for s, d, x in zip(src, dst, w, strict=True)} == {
+        ("a", "b"): 2.0, ("c", "d"): 1.0}
     snap = g.snapshot()
     assert snap.value("graph_edges", graph="cumulative") == 2.0
     assert snap.value("graph_late_interactions_total") == 1.0

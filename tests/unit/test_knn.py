@@ -18,10 +18,19 @@ from streams.embedding import (
     load_model,
     quantise,
 )
-from streams.state.centroid import CentroidState, window_key
+from streams.state.centroid import CentroidState, window_label, window_of
 from streams.state.knn import KnnState, js_divergence
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "moltbook"
+
+
+def ts(day: str) -> float:
+    """Unix time of the start of a UTC day 'YYYY-MM-DD'."""
+    return datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp()
+
+
+def window_key(t: datetime) -> str:
+    return window_label(window_of(t.timestamp()))
 
 
 def reference_s10(vecs: np.ndarray, k: int = 10) -> np.ndarray:
@@ -51,7 +60,7 @@ def test_incremental_equals_batch_exact_knn(batch) -> None:
         i = 0
         while i < len(vecs):
             b = int(rng.choice([1, 3, 64, 300]))
-            st.update_many(key, vecs[i:i + b])
+            st.add_many(ts(key), vecs[i:i + b])
             i += b
     for key, vecs in days.items():
         np.testing.assert_allclose(st.values(key), reference_s10(vecs), atol=1e-6)
@@ -85,10 +94,10 @@ def test_closing_windows_bounds_memory_and_counts_late_posts() -> None:
     st = KnnState(dim=8, open_windows=2, max_per_window=150)
     batches = {f"2026-02-0{i}": clustered(rng, 120, dim=8) for i in range(1, 6)}
     for key, vecs in batches.items():
-        st.update_many(key, vecs)
+        st.add_many(ts(key), vecs)
     assert len(st._open) == 2 and st.nbytes() == 2 * 120 * (8 + 10 + 1) * 4  # dim + k + 1
-    st.update_many("2026-02-01", batches["2026-02-01"][:5])  # a closed day: late
-    st.update_many("2026-02-05", clustered(rng, 40, dim=8))  # 10 over the cap
+    st.add_many(ts("2026-02-01"), batches["2026-02-01"][:5])  # a closed day: late
+    st.add_many(ts("2026-02-05"), clustered(rng, 40, dim=8))  # 10 over the cap
     sums = st.summaries()
     assert (st.late_total, st.skipped_total) == (5, 10)
     assert sums["2026-02-01"].closed and not sums["2026-02-05"].closed
@@ -99,16 +108,16 @@ def test_closing_windows_bounds_memory_and_counts_late_posts() -> None:
 def test_expire_by_time_closes_quiet_windows() -> None:
     rng = np.random.default_rng(3)
     st = KnnState(dim=8, open_windows=2)
-    st.update_many("2026-02-01", clustered(rng, 30, dim=8))
-    st.expire(datetime(2026, 2, 2, 12, tzinfo=UTC))  # 02-01 is yesterday: still open
+    st.add_many(ts("2026-02-01"), clustered(rng, 30, dim=8))
+    st.expire(datetime(2026, 2, 2, 12, tzinfo=UTC).timestamp())  # 02-01 is yesterday: still open
     assert not st.summaries()["2026-02-01"].closed
-    st.expire(datetime(2026, 2, 3, 0, 5, tzinfo=UTC))
+    st.expire(datetime(2026, 2, 3, 0, 5, tzinfo=UTC).timestamp())
     assert st.summaries()["2026-02-01"].closed and st.nbytes() == 0
-    st.update_many("2026-01-31", clustered(rng, 3, dim=8))  # older than a closed window
+    st.add_many(ts("2026-01-31"), clustered(rng, 3, dim=8))  # older than a closed window
     assert st.late_total == 3
     hourly = KnnState(dim=8, window="hour", open_windows=1)
-    hourly.update(datetime(2026, 2, 1, 5, 59, tzinfo=UTC), np.ones(8))
-    hourly.expire(datetime(2026, 2, 1, 6, 0, tzinfo=UTC))
+    hourly.add(datetime(2026, 2, 1, 5, 59, tzinfo=UTC).timestamp(), np.ones(8))
+    hourly.expire(datetime(2026, 2, 1, 6, 0, tzinfo=UTC).timestamp())
     assert hourly.summaries()["2026-02-01T05"].closed
 
 
@@ -145,8 +154,8 @@ def test_real_posts_centroid_and_knn_against_numpy(real_vectors) -> None:
     assert len(keys) == 200 and len(set(keys)) > 20
     cent, knn = CentroidState(), KnnState(open_windows=400)
     for key, v in zip(keys, vecs, strict=True):  # one event at a time, in time order
-        cent.update(key, v)
-        knn.update(key, v)
+        cent.add(ts(key), v)
+        knn.add(ts(key), v)
     windows = sorted(set(keys))
     groups = {w: vecs[[k == w for k in keys]].astype(np.float64) for w in windows}
     # centroid-similarity matrix and pairwise similarities by plain NumPy
@@ -183,8 +192,8 @@ def test_engines_on_decoded_wire_vectors_stay_within_codec_bound(real_vectors, c
                                                                    KnnState(open_windows=400))
     for key, v, w in zip(keys, vecs, dec, strict=True):
         for st, x in ((exact, v), (wire, w)):
-            st[0].update(key, x)
-            st[1].update(key, x)
+            st[0].add(ts(key), x)
+            st[1].add(ts(key), x)
     windows = exact[0].windows()
     norms = {w: float(np.linalg.norm(exact[0].centroid(w))) for w in windows}
     for a in windows:

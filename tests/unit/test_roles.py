@@ -12,6 +12,7 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from sklearn.preprocessing import StandardScaler
 
+from streams.state.base import Item
 from streams.state.graph import InteractionGraph, synthetic_interactions
 from streams.state.roles import RolesConfig, RolesEngine, role_features
 from tests.unit.collective_data import thread_events
@@ -39,8 +40,8 @@ def batch_roles(weights: dict, seed: int = 0, n_init: int = 4) -> tuple[int, flo
 def test_roles_on_real_threads_match_the_batch_pipeline() -> None:
     eng = RolesEngine(RolesConfig(every=timedelta(days=30)))
     for e in thread_events():
-        eng.expire(e.event_time)
-        eng.update(e)
+        eng.expire(e.event_time.timestamp())
+        eng.update(Item.of(e))
     eng.refresh()
     k, sil, periphery = batch_roles(eng.graph.cumulative())
     snap = eng.snapshot()

@@ -9,6 +9,7 @@ import pytest
 
 from service.sources.normalise import parse_time
 from streams.events import CommentEvent, PostEvent, VoteEvent
+from streams.state.base import Item
 from streams.state.threads import (
     ThreadsConfig,
     ThreadsEngine,
@@ -28,8 +29,8 @@ def _name(node: dict) -> str | None:
 
 def batch_reference(now: datetime) -> dict[str, dict[str, list]]:
     """Per bucket: max depths and distinct repliers of commented posts, and uncommented
-    verdicts of posts at least HORIZON old, straight from the trees (comments without an
-    author are not counted, their replies are, at their own depth)."""
+    verdicts of posts at least HORIZON old, straight from the trees. A post or comment whose
+    author is null still counts (a comment in depth, not as a replier)."""
     out: dict[str, dict[str, list]] = defaultdict(lambda: {"depth": [], "repliers": [],
                                                            "uncommented": []})
     seen: set[str] = set()
@@ -43,16 +44,15 @@ def batch_reference(now: datetime) -> dict[str, dict[str, list]]:
 
         def walk(nodes: list, depth: int, rows: list) -> None:
             for c in nodes or []:
-                if _name(c):
-                    rows.append((depth, _name(c), parse_time(c["created_at"])))
+                rows.append((depth, _name(c), parse_time(c["created_at"])))
                 walk(c.get("replies") or [], depth + 1, rows)
 
         walk(answer.get("comments") or [], 1, rows)
         b = bucket_of(int(post.get("upvotes") or 0), ThreadsConfig().buckets)
         if rows:
             out[b]["depth"].append(max(d for d, _, _ in rows))
-            out[b]["repliers"].append(len({a for _, a, _ in rows} - {author}))
-        if author and created + HORIZON <= now:
+            out[b]["repliers"].append(len({a for _, a, _ in rows} - {author, None}))
+        if created + HORIZON <= now:
             first = min((t for _, _, t in rows), default=None)
             out[b]["uncommented"].append(first is None or first > created + HORIZON)
     return out
@@ -61,26 +61,55 @@ def batch_reference(now: datetime) -> dict[str, dict[str, list]]:
 def run(events, config: ThreadsConfig | None = None) -> ThreadsEngine:
     eng = ThreadsEngine(config)
     for e in events:
-        eng.expire(e.event_time)
-        eng.update(e)
-    eng.expire(events[-1].event_time)
+        eng.expire(e.event_time.timestamp())
+        eng.update(Item.of(e))
+    eng.expire(events[-1].event_time.timestamp())
     return eng
 
 
+def _mean(xs: list) -> float:
+    return sum(xs) / len(xs)
+
+
 def test_depth_repliers_and_uncommented_match_the_trees() -> None:
+    """By upvote bucket and overall, to 1e-9 (the replay report's published figures)."""
     events = thread_events()
     snap = run(events).snapshot()
     ref = batch_reference(events[-1].event_time)
     assert sum(len(r["depth"]) for r in ref.values()) > 50
     for b, r in ref.items():
         if r["depth"]:
-            assert snap.value("thread_depth", bucket=b) == pytest.approx(
-                sum(r["depth"]) / len(r["depth"]))
+            assert snap.value("thread_depth", bucket=b) == pytest.approx(_mean(r["depth"]),
+                                                                          abs=1e-9)
             assert snap.value("thread_repliers", bucket=b) == pytest.approx(
-                sum(r["repliers"]) / len(r["repliers"]))
+                _mean(r["repliers"]), abs=1e-9)
         if r["uncommented"]:
             assert snap.value("threads_uncommented_ratio", bucket=b) == pytest.approx(
-                sum(r["uncommented"]) / len(r["uncommented"]))
+                _mean(r["uncommented"]), abs=1e-9)
+    overall = snap.details["threads_overall"]
+    every = {k: [x for r in ref.values() for x in r[k]] for k in ("depth", "repliers",
+                                                                  "uncommented")}
+    assert overall["thread_depth"] == pytest.approx(_mean(every["depth"]), abs=1e-9)
+    assert overall["thread_repliers"] == pytest.approx(_mean(every["repliers"]), abs=1e-9)
+    assert overall["threads_uncommented_ratio"] == pytest.approx(_mean(every["uncommented"]),
+                                                                 abs=1e-9)
+    assert overall["commented"] == len(every["depth"])
+
+
+def test_unknown_authors_count_but_are_no_repliers() -> None:
+    t = datetime(2026, 2, 1, tzinfo=UTC)
+    post = Item.of(PostEvent(id="post:p", event_time=t, observed_at=t, post_id="p", author="a"))
+    post.author = None  # the platform no longer names the post's author
+    eng = ThreadsEngine()
+    eng.update(post)
+    for i, who in enumerate(["b", None, "b"]):
+        c = Item.of(CommentEvent(id=f"comment:{i}", event_time=t, observed_at=t,
+                                 comment_id=str(i), post_id="p", author="x", depth=i + 1))
+        c.author = who
+        eng.update(c)
+    d = eng.snapshot().details["threads_overall"]
+    assert (d["posts"], d["comments"], d["thread_depth"], d["thread_repliers"]) == (1, 3, 3.0,
+                                                                                   1.0)
 
 
 def test_partitions_merge_to_the_whole_and_folding_changes_nothing() -> None:
@@ -91,7 +120,7 @@ def test_partitions_merge_to_the_whole_and_folding_changes_nothing() -> None:
     for p, k in zip(parts, range(3), strict=True):
         for e in events:  # all partitions see time pass (the driver broadcasts watermarks)
             if hash(e.post_id) % 3 != k:
-                p.expire(e.event_time)
+                p.expire(e.event_time.timestamp())
     merged = totals_snapshot(merge(p.partial() for p in parts))
     assert {(s.name, s.labels): s.value for s in merged.samples} == pytest.approx(
         {(s.name, s.labels): s.value for s in whole.samples})
@@ -115,21 +144,21 @@ def test_horizon_votes_and_late_comments() -> None:
         return CommentEvent(id=f"comment:{i}", event_time=t, observed_at=t, comment_id=str(i),
                             post_id=pid, author="b", reply_to="a")
 
-    eng.update(post("p1", t0))
-    eng.update(post("p2", t0))
-    eng.update(comment(1, "p2", t0 + timedelta(minutes=90)))  # after the horizon
-    eng.update(VoteEvent(id="vote:p1:7-0", event_time=t0, observed_at=t0, target="post",
-                         target_id="p1", post_id="p1", upvotes=7, downvotes=0, delta_up=7,
-                         delta_down=0))
-    eng.expire(t0 + timedelta(minutes=59))
+    eng.update(Item.of(post("p1", t0)))
+    eng.update(Item.of(post("p2", t0)))
+    eng.update(Item.of(comment(1, "p2", t0 + timedelta(minutes=90))))  # after the horizon
+    eng.update(Item.of(VoteEvent(id="vote:p1:7-0", event_time=t0, observed_at=t0,
+                                 target="post", target_id="p1", post_id="p1", upvotes=7,
+                                 downvotes=0, delta_up=7, delta_down=0)))
+    eng.expire((t0 + timedelta(minutes=59)).timestamp())
     assert eng.snapshot().value("threads_uncommented_ratio", bucket="0") is None
-    eng.expire(t0 + timedelta(hours=2))
+    eng.expire((t0 + timedelta(hours=2)).timestamp())
     snap = eng.snapshot()
     assert snap.value("threads_uncommented_ratio", bucket="0") == 1.0  # p2: comment too late
     assert snap.value("threads_uncommented_ratio", bucket="5-19") == 1.0  # p1
     assert eng.thread("p1")["bucket"] == "5-19"  # type: ignore[index]
-    eng.expire(t0 + timedelta(hours=4))
+    eng.expire((t0 + timedelta(hours=4)).timestamp())
     assert eng.thread("p2") is None
-    eng.update(comment(2, "p2", t0 + timedelta(hours=5)))
+    eng.update(Item.of(comment(2, "p2", t0 + timedelta(hours=5))))
     assert eng.snapshot().value("threads_late_comments_total") == 1.0
     assert eng.snapshot().details["threads_daily"]["2026-02-01"]["posts"] == 2
