@@ -275,6 +275,8 @@ class ProbeRunner:
             "posted_by_tier": by_tier,
             "pending_followups": sum(r.followups_done < len(r.probe.followups)
                                      for r in records.values()),
+            "unverified_writes": sum(r.verified is False for r in records.values())
+            + sum(f.get("verified") is False for r in records.values() for f in r.followups),
             "today": {"day": ledger.day, "posts": ledger.posts,
                       "posts_budget": self.budget.posts_per_day, "comments": ledger.comments,
                       "comments_budget": self.budget.comments_per_day},
