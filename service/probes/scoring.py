@@ -11,9 +11,10 @@ which rule decided. The rules (metrics.md C, A3; docs/probes.md states them for 
   latest answer) a strict majority gives the expected answer.
 - **Tier II**: every reply that states a number is an attempt; an attempt is correct when it
   states the expected answer.
-- **Tier III**: a reply continues its parent (the post's last number, or the parent reply's
-  number); it is a correct step when its first number is the parent's plus the step. The
-  chain length is the longest path of correct steps from the post.
+- **Tier III**: a reply continues its parent (the post's last number, or the number the
+  parent reply counted); it is a correct step when it states the parent's number plus the
+  step (any number in it; else the number it counted is its stated answer). The chain length
+  is the longest path of correct steps from the post.
 - **Memory**: a reply cites a post (a post id or a Moltbook post link) or an account
   (``@name`` or a ``/u/name`` link); a citation is valid when the lookup finds it in
   moltscope's store; ``None`` from the lookup (the store cannot tell) is reported as unknown.
@@ -242,25 +243,30 @@ def _tier3(probe: Probe, replies: Sequence[Reply]) -> tuple[dict[str, Any], list
     step = int(probe.params["step"])
     post_value = float(probe.params["shown"][-1])
     by_id = {r.comment_id: r for r in replies}
-    value = {r.comment_id: (nums[0] if (nums := numbers(r.content)) else None) for r in replies}
+    value: dict[str, float | None] = {}  # the number each reply counted, for its children
     evidence, right, depth = [], set(), {}
     steps = 0
-    for r in sorted(replies, key=lambda r: r.t):
+    for r in replies:  # in time order, so a parent is read before its replies
+        nums = numbers(r.content)
         if r.parent_id is None:
             parent, what = post_value, "post ends at"
         elif r.parent_id in by_id:
-            parent, what = value[r.parent_id], "parent says"
+            parent = value.get(r.parent_id, stated_answer(by_id[r.parent_id].content))
+            what = "parent says"
         else:
             parent, what = None, "parent unknown"
         if parent is None:
+            value[r.comment_id] = stated_answer(r.content)
             evidence.append({"comment_id": r.comment_id, "author": r.author,
                              "reply": _excerpt(r.content), "expected": None,
                              "stated": value[r.comment_id], "correct": False,
                              "why": f"{what}: no number to continue"})
             continue
         steps += 1
-        want, got = parent + step, value[r.comment_id]
-        ok = got is not None and abs(got - want) < 1e-9
+        want = parent + step
+        ok = any(abs(x - want) < 1e-9 for x in nums)
+        got = want if ok else stated_answer(r.content)
+        value[r.comment_id] = got
         if ok:
             right.add(r.comment_id)
             before = 0 if r.parent_id is None else depth.get(r.parent_id, -1)

@@ -211,3 +211,11 @@ def test_rates_are_configurable() -> None:
     probe = next(p for p in BANK.probes if p.tier == "III")
     tree = sim.respond(probe, 0.0)
     assert len(tree) == 1 and tree[0]["content"] == f"{probe.expected:g}"
+
+
+def test_tier3_reads_the_continuation_anywhere_in_a_reply() -> None:
+    s = score(T3, [R("a", "x", "16 + 3 = 19", None, 1), R("b", "y", "22 (by 3s)", "a", 2),
+                   R("c", "z", "I say 26", "b", 3), R("d", "w", "29", "c", 4)])
+    assert [e["correct"] for e in s.evidence] == [True, True, False, True]
+    assert [e["stated"] for e in s.evidence] == [19, 22, 26, 29]
+    assert s.figures["chain_length"] == 2
