@@ -1,6 +1,6 @@
 """``probe run`` end to end without the internet: a loopback fake Moltbook write API (posts,
 comments, the verification challenge, one 429) whose simulated society answers the probes,
-a real Redis, replies collected from ``GET /posts/{id}`` as the crawler sees them, scores
+a real Redis, the replies brought back by the real crawler through the probe tap, scores
 held against a hand check of the recorded threads, the API and the ``probe_*`` metrics."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -25,7 +25,7 @@ from pydantic import SecretStr
 
 from service.api import probes as probes_api
 from service.api.deps import settings_dep
-from service.config import ProbeSettings, Settings
+from service.config import CrawlerSettings, ProbeSettings, Settings
 from service.probes.bank import Bank, Probe, load_bank
 from service.probes.lookup import ArchiveLookup, RedisLookup
 from service.probes.report import ProbeCollector, campaign_report
@@ -33,6 +33,7 @@ from service.probes.runner import Budget, ProbeRunner
 from service.probes.simulate import Rates, Society
 from service.probes.store import ProbeStore, ProbeTap
 from service.probes.verify import make_challenge
+from service.sources.crawler import MoltbookCrawler
 from service.sources.normalise import normalise_post_detail
 from streams.events import AgentEvent, PostEvent
 
@@ -154,10 +155,21 @@ class FakeWriteMoltbook:
                 self._send(status, obj)
 
             def do_GET(self) -> None:  # noqa: N802
-                pid = self.path.rsplit("/", 1)[1]
+                split = urlsplit(self.path)
                 with fake._lock:
-                    found = fake.posts.get(pid)
-                    obj = {"success": True, **json.loads(json.dumps(found))} if found else None
+                    if split.path == "/api/v1/posts":  # the crawler's discovery walk
+                        q = {k: int(v[-1]) for k, v in parse_qs(split.query).items()
+                             if k in ("limit", "offset")}
+                        start, limit = q.get("offset", 0), q.get("limit", 25)
+                        newest = [fake.posts[pid]["post"] for pid in reversed(fake.posts)]
+                        page = newest[start:start + limit]
+                        obj = {"success": True, "posts": page, "count": len(page),
+                               "has_more": start + limit < len(newest),
+                               "next_offset": start + len(page)}
+                    else:
+                        found = fake.posts.get(split.path.rsplit("/", 1)[1])
+                        obj = {"success": True, **json.loads(json.dumps(found))} \
+                            if found else None
                 self._send(200, obj) if obj else self._send(404, {"success": False})
 
         return Handler
@@ -246,13 +258,31 @@ def test_probe_run_against_loopback_moltbook(redis_client, real_store, caplog) -
         assert all(a == f"Bearer {KEY}" for a in fake.auth)
         assert KEY not in caplog.text and KEY not in json.dumps(writes)
 
-        # the crawler's view: GET /posts/{id} -> ordinary events -> the tap keeps replies
+        # the real crawler discovers and revisits the probe threads; its ordinary events
+        # pass the tap, which keeps the comments on probe posts
+        comments = sum(len(_flat(t["comments"])) for t in fake.posts.values())
         tap = ProbeTap(store)
-        with httpx.Client(base_url=fake.url) as client:
-            for pid in sorted(store.post_ids()):
-                answer = client.get(f"/posts/{pid}")
-                for item in normalise_post_detail(answer.json(), origin=f"/posts/{pid}"):
-                    tap.observe(item)
+        crawler = MoltbookCrawler(
+            CrawlerSettings(base_url=fake.url, requests_per_minute=600_000, burst=100,
+                            revisit_min_s=0.01, discovery_interval_s=0.05,
+                            fetch_profiles=False), registry=CollectorRegistry())
+        stop = threading.Event()
+        events: list[Any] = []
+
+        def emit(item: Any) -> None:
+            events.append(item)
+            if tap.kept >= comments:
+                stop.set()
+
+        watchdog = threading.Timer(30.0, stop.set)
+        watchdog.start()
+        try:
+            crawler.run(tap.wrap(emit), stop)
+        finally:
+            watchdog.cancel()
+            crawler.close()
+        assert tap.kept == comments
+        assert sum(isinstance(e, PostEvent) for e in events) == len(bank.probes)
         hand = _hand_check(fake)
 
     report = campaign_report(store, lookup, agent_name=AGENT, remember=True)
