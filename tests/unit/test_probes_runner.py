@@ -193,3 +193,18 @@ def test_a_write_that_may_have_happened_turns_the_kill_switch_on(redis_client) -
     store.unkill()
     assert runner.tick(T0) is not None and len(calls) == 2  # the post and its verification
     assert store.begin_write("next") is None  # the finished write left no mark
+
+
+def test_run_loop_stops_at_max_writes_and_on_the_kill_switch(redis_client) -> None:  # noqa: ANN001
+    import threading
+
+    settings = ProbeSettings(api_key=SecretStr(KEY), live=True, poll_s=0.01)
+    store = ProbeStore(redis_client, "tloop")
+    client = httpx.Client(base_url="http://test/api/v1", transport=httpx.MockTransport(_answer))
+    runner = ProbeRunner(settings, store, BANK,
+                         MoltbookWriter("http://test/api/v1", settings.api_key, client=client),
+                         clock=lambda: T0)
+    assert runner.run(threading.Event(), max_writes=1) == 1
+    assert list(store.records()) == ["t1-rec-001"]
+    store.kill("test")
+    assert runner.run(threading.Event()) == 0
