@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from datetime import UTC, datetime
 
 import httpx
@@ -196,8 +197,6 @@ def test_a_write_that_may_have_happened_turns_the_kill_switch_on(redis_client) -
 
 
 def test_run_loop_stops_at_max_writes_and_on_the_kill_switch(redis_client) -> None:  # noqa: ANN001
-    import threading
-
     settings = ProbeSettings(api_key=SecretStr(KEY), live=True, poll_s=0.01)
     store = ProbeStore(redis_client, "tloop")
     client = httpx.Client(base_url="http://test/api/v1", transport=httpx.MockTransport(_answer))
