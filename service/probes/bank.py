@@ -86,9 +86,6 @@ class Bank:
     seed: int
     probes: tuple[Probe, ...]
 
-    def get(self, probe_id: str) -> Probe | None:
-        return next((p for p in self.probes if p.id == probe_id), None)
-
     def to_json(self) -> dict[str, Any]:
         return {"version": self.version, "seed": self.seed,
                 "generator": "service.probes.bank.generate_bank",

@@ -42,7 +42,6 @@ class RateLimited(WriteError):
 class Written:
     id: str
     verified: bool | None  # None: the platform asked for no verification
-    path: str
 
 
 def _retry_after(resp: httpx.Response) -> float:
@@ -100,14 +99,14 @@ class MoltbookWriter:
     def create_post(self, submolt: str, title: str, content: str) -> Written:
         data, path = self._post("/posts", {"submolt": submolt, "title": title,
                                            "content": content})
-        return Written(_created_id(data, "post"), self._verify(data, path), path)
+        return Written(_created_id(data, "post"), self._verify(data, path))
 
     def comment(self, post_id: str, content: str, parent_id: str | None = None) -> Written:
         body: dict[str, Any] = {"content": content}
         if parent_id:
             body["parent_id"] = parent_id
         data, path = self._post(f"/posts/{post_id}/comments", body)
-        return Written(_created_id(data, "comment"), self._verify(data, path), path)
+        return Written(_created_id(data, "comment"), self._verify(data, path))
 
     def _verify(self, data: dict[str, Any], path: str) -> bool | None:
         found = _challenge(data)
