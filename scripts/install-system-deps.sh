@@ -4,6 +4,8 @@
 #   prometheus              -> prometheus, promtool
 #   prometheus-alertmanager -> prometheus-alertmanager (Debian's name for alertmanager), amtool
 #   docker-compose          -> docker-compose (validates docker-compose.yml; no engine needed)
+#   chromium                -> chromium (the live page's browser tests drive it with Playwright,
+#                              whose own browser download needs the internet)
 # Idempotent: does nothing when every binary is already on PATH. Needs root to install.
 set -euo pipefail
 
@@ -13,6 +15,7 @@ declare -A PACKAGE_OF=(
   [prometheus-alertmanager]=prometheus-alertmanager
   [amtool]=prometheus-alertmanager
   [docker-compose]=docker-compose
+  [chromium]=chromium
 )
 
 declare -A missing=()

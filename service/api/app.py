@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 import redis
 from fastapi import FastAPI
 
-from service.api import agents, alerts, health, metrics, prometheus, webhooks
+from service.api import agents, alerts, health, metrics, page, prometheus, webhooks
 from service.config import get_settings
 
 
@@ -27,7 +27,10 @@ def create_app() -> FastAPI:
         summary="Live metrics of an AI-agent society",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served from the package by service.api.page, not from a CDN
+        redoc_url=None,
     )
     for module in (metrics, agents, alerts, webhooks, health, prometheus):
         app.include_router(module.router)
+    page.install(app)
     return app
