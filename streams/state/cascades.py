@@ -97,26 +97,31 @@ def kept_ngrams(text: Text, n_range: tuple[int, int] = (3, 5), max_stop_share: f
     ...  for i in starts]
     ['answer the swarm', 'the swarm decides']
     """
+    ids, ns, starts = [], [], []
+    for n, keep in _kept(text, n_range, max_stop_share):
+        where = np.flatnonzero(keep)
+        ids.append(text.word_ngram_ids(n)[where])
+        ns.append(np.full(len(where), n))
+        starts.append(where)
+    if not ids:
+        empty = np.empty(0, np.int64)
+        return np.empty(0, np.uint64), empty, empty
+    return np.concatenate(ids), np.concatenate(ns), np.concatenate(starts)
+
+
+def _kept(text: Text, n_range: tuple[int, int], max_stop_share: float,
+          ) -> list[tuple[int, np.ndarray]]:
+    """(n, mask over the n-grams of the text: kept by the stop-word rule), n in n_range."""
     w = text.word_ids
     lo, hi = n_range
     if len(w) < lo:
-        empty = np.empty(0, np.int64)
-        return np.empty(0, np.uint64), empty, empty
-    pos = np.searchsorted(STOP_IDS, w)
-    pos[pos == len(STOP_IDS)] = 0
-    stops = np.concatenate(([0], np.cumsum(STOP_IDS[pos] == w)))
-    g = text.word_ngram_ids(lo)
-    ids, ns, starts = [], [], []
-    for n in range(lo, hi + 1):
-        if n > lo:  # the rolling hash of n words from that of n - 1 (= word_ngram_ids(n))
-            if len(g) <= 1:
-                break
-            g = g[:-1] * K + w[n - 1:]
-        keep = np.flatnonzero((stops[n:] - stops[:-n]) <= max_stop_share * n)
-        ids.append(g[keep])
-        ns.append(np.full(len(keep), n))
-        starts.append(keep)
-    return np.concatenate(ids), np.concatenate(ns), np.concatenate(starts)
+        return []
+    pos = STOP_IDS.searchsorted(w)
+    np.minimum(pos, len(STOP_IDS) - 1, out=pos)
+    stops = np.zeros(len(w) + 1, np.int64)
+    np.cumsum(STOP_IDS[pos] == w, out=stops[1:])
+    return [(n, (stops[n:] - stops[:-n]) <= max_stop_share * n)
+            for n in range(lo, min(hi, len(w)) + 1)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -214,6 +219,24 @@ class CascadeConfig:
     exposure_cascades: int = 1000
 
 
+def _places(pos: np.ndarray, n_old: int) -> tuple[np.ndarray, np.ndarray]:
+    """Values inserted before the sorted positions ``pos`` of an array of ``n_old``: their
+    final places and the mask of the old entries in the result (shared by every column;
+    cheaper than ``np.insert`` column by column)."""
+    at = pos + np.arange(len(pos))
+    old = np.ones(n_old + len(pos), bool)
+    old[at] = False
+    return at, old
+
+
+def _placed(column: np.ndarray, values: np.ndarray, at: np.ndarray, old: np.ndarray,
+            ) -> np.ndarray:
+    out = np.empty(len(old), column.dtype)
+    out[old] = column
+    out[at] = values
+    return out
+
+
 @dataclass(slots=True)
 class _Exposure:
     """One cascade's exposure figures as of its last computation."""
@@ -222,7 +245,7 @@ class _Exposure:
     agents: np.ndarray  # graph agents by exposure 0..max_exposure (agents with k >= 1 only
     adopted: np.ndarray  # and adopters; the unexposed rest is added from the node count)
     counted: int  # agents counted in ``agents``
-    first: list[dict[str, Any]]  # the first adopters_shown adopters with their exposure
+    first: list[tuple[int, float, int | None]]  # first adopters_shown: agent, time, exposure
 
 
 class _EdgeIndex:
@@ -284,8 +307,10 @@ class CascadeEngine:
         self._sk = np.empty(0, np.uint64)
         self._sg = np.empty(0, np.uint64)
         self._st = np.empty(0, np.float64)
-        # buffer
-        self._bg: list[np.ndarray] = []
+        # buffer: each text's word ids, agent, time and text (n-grams made at the flush)
+        self._bw: list[np.ndarray] = []
+        self._spans = cfg.n_range[1] - cfg.n_range[0] + 1
+        self._flush_at = cfg.flush_every
         self._ba: list[int] = []
         self._bt: list[float] = []
         self._btext: list[Text] = []
@@ -315,9 +340,8 @@ class CascadeEngine:
             self.anonymous_total += 1
             return
         self.texts_total += 1
-        cfg = self.config
-        ids = kept_ngrams(item.text, cfg.n_range, cfg.max_stop_share)[0]
-        if not len(ids):
+        w = item.text.word_ids
+        if len(w) < self.config.n_range[0]:
             return
         agent = self._agent_ids.get(item.author)
         if agent is None:
@@ -328,23 +352,50 @@ class CascadeEngine:
             if agent == len(self._gmap):
                 self._gmap = np.concatenate((self._gmap, np.full(max(agent, 1024), -1)))
             self._gmap[agent] = self._gnames.get(item.author, -1)
-        self._bg.append(ids)
+        self._bw.append(w)
         self._ba.append(agent)
         self._bt.append(item.t)
         self._btext.append(item.text)
-        self._buffered += len(ids)
-        if self._buffered >= cfg.flush_every:
+        self._buffered += len(w) * self._spans
+        if self._buffered >= self._flush_at:
             self._flush()
 
     def _flush(self) -> None:
         if not self._buffered:
             return
-        lens = np.fromiter((len(a) for a in self._bg), np.int64, len(self._bg))
-        g = np.concatenate(self._bg)
-        a = np.repeat(np.asarray(self._ba, np.uint64), lens)
-        t = np.repeat(np.asarray(self._bt, np.float64), lens)
+        cfg = self.config
         texts = self._btext
-        self._bg, self._ba, self._bt, self._btext, self._buffered = [], [], [], [], 0
+        lens = np.fromiter((len(a) for a in self._bw), np.int64, len(self._bw))
+        w = np.concatenate(self._bw)
+        agents = np.asarray(self._ba, np.uint64)
+        times = np.asarray(self._bt, np.float64)
+        self._bw, self._ba, self._bt, self._btext, self._buffered = [], [], [], [], 0
+        # every text's n-grams at once: the rolling hash over the concatenated words, windows
+        # that cross two texts left out, the stop-word rule by cumulative sums of a mask
+        tid = np.repeat(np.arange(len(lens)), lens)
+        pos = STOP_IDS.searchsorted(w)
+        np.minimum(pos, len(STOP_IDS) - 1, out=pos)
+        stops = np.zeros(len(w) + 1, np.int64)
+        np.cumsum(STOP_IDS[pos] == w, out=stops[1:])
+        lo, hi = cfg.n_range
+        parts, starts = [], []
+        grams = w
+        for n in range(1, hi + 1):
+            if n > 1:
+                grams = grams[:-1] * K + w[n - 1:]
+            if n >= lo:
+                keep = ((tid[:len(grams)] == tid[n - 1:])
+                        & ((stops[n:] - stops[:-n]) <= cfg.max_stop_share * n))
+                at = np.flatnonzero(keep)
+                parts.append(grams[at])
+                starts.append(at)
+        g = np.concatenate(parts)
+        where = np.concatenate(starts)
+        text_of = tid[where]
+        a = agents[text_of]
+        t = times[text_of]
+        origin = (np.cumsum([len(p) for p in parts]), where, text_of,
+                  np.concatenate(([0], np.cumsum(lens))), texts)
         key = (g & PREFIX_MASK) | a
         order = np.argsort(key)
         ks, gs = key[order], g[order]
@@ -374,14 +425,15 @@ class CascadeEngine:
         self._st[e] = np.minimum(self._st[e], tu[found])
         new = ~found
         kn, gn, tn, srcn = ku[new], gu[new], tu[new], src[new]
-        self._sk = np.insert(self._sk, pos[new], kn)
-        self._sg = np.insert(self._sg, pos[new], gn)
-        self._st = np.insert(self._st, pos[new], tn)
+        at, old = _places(pos[new], len(self._sk))
+        self._sk = _placed(self._sk, kn, at, old)
+        self._sg = _placed(self._sg, gn, at, old)
+        self._st = _placed(self._st, tn, at, old)
         self.adoptions_total += len(kn)
-        self._count(gn, tn, srcn, lens, texts)
+        self._count(gn, tn, srcn, origin)
+        self._flush_at = max(cfg.flush_every, min(len(self._sk) // 4, 4 * cfg.flush_every))
 
-    def _count(self, gn: np.ndarray, tn: np.ndarray, srcn: np.ndarray, lens: np.ndarray,
-               texts: list[Text]) -> None:
+    def _count(self, gn: np.ndarray, tn: np.ndarray, srcn: np.ndarray, origin: tuple) -> None:
         """Add new adoptions (grouped by id prefix) to each n-gram's count; evict if full."""
         if not len(gn):
             return
@@ -403,30 +455,29 @@ class CascadeEngine:
         nc = np.bincount(inverse, weights=rc[~hit], minlength=len(ng)).astype(np.uint32)
         nt = np.full(len(ng), -np.inf)
         np.maximum.at(nt, inverse, rt[~hit])
-        at = np.searchsorted(self._keys, ng)
-        self._keys = np.insert(self._keys, at, ng)
-        self._size = np.insert(self._size, at, nc)
-        self._last = np.insert(self._last, at, nt)
+        at, old = _places(np.searchsorted(self._keys, ng), len(self._keys))
+        self._keys = _placed(self._keys, ng, at, old)
+        self._size = _placed(self._size, nc, at, old)
+        self._last = _placed(self._last, nt, at, old)
         born = ng[nc >= m]
         crossed = np.concatenate((crossed, born))
         if len(crossed):
-            self._name(crossed, gn, srcn, lens, texts)
+            self._name(crossed, gn, srcn, origin)
         if len(self._keys) > self.config.max_tracked:
             self._evict()
 
-    def _name(self, crossed: np.ndarray, gn: np.ndarray, srcn: np.ndarray, lens: np.ndarray,
-              texts: list[Text]) -> None:
+    def _name(self, crossed: np.ndarray, gn: np.ndarray, srcn: np.ndarray, origin: tuple,
+              ) -> None:
         """The words of n-grams that just became cascades, from a buffered text using them."""
-        cfg = self.config
-        offsets = np.concatenate(([0], np.cumsum(lens)))
-        where = np.isin(gn, crossed)
-        ids, idx = np.unique(gn[where], return_index=True)
-        for gid, flat in zip(ids.tolist(), srcn[where][idx].tolist(), strict=True):
-            ti = int(np.searchsorted(offsets, flat, side="right")) - 1
-            text = texts[ti]
-            _, ns, starts = kept_ngrams(text, cfg.n_range, cfg.max_stop_share)
-            local = flat - int(offsets[ti])
-            self._words[gid] = ngram_text(text.words, int(ns[local]), int(starts[local]))
+        part_ends, where, text_of, offsets, texts = origin
+        lo = self.config.n_range[0]
+        pick = np.isin(gn, crossed)
+        ids, idx = np.unique(gn[pick], return_index=True)
+        for gid, flat in zip(ids.tolist(), srcn[pick][idx].tolist(), strict=True):
+            n = lo + int(np.searchsorted(part_ends, flat, side="right"))
+            ti = int(text_of[flat])
+            start = int(where[flat] - offsets[ti])
+            self._words[gid] = ngram_text(texts[ti].words, n, start)
 
     def _evict(self) -> None:
         """Drop the non-cascade n-grams with the fewest adopters (oldest first) and their
@@ -575,8 +626,8 @@ class CascadeEngine:
             self._exposure[gid] = _Exposure(
                 size, np.bincount(np.minimum(k[counted], cap), minlength=cap + 1),
                 np.bincount(np.minimum(k[gi[inside]], cap), minlength=cap + 1), len(counted),
-                [{"agent": self._agents[int(agents[i])], "time": datetime_iso(float(times[i])),
-                  "exposure": int(k[gi[i]]) if gi[i] >= 0 else None} for i in first])
+                [(int(agents[i]), float(times[i]), int(k[gi[i]]) if gi[i] >= 0 else None)
+                 for i in first])
         agents_k = np.zeros(cap + 1, np.int64)
         adopted_k = np.zeros(cap + 1, np.int64)
         listed: list[dict[str, Any]] = []
@@ -592,7 +643,9 @@ class CascadeEngine:
                     "ngram": self._words[gid], "size": size,
                     "first": datetime_iso(float(times.min())),
                     "last": datetime_iso(float(times.max())),
-                    "adopters": [] if ex is None else ex.first,
+                    "adopters": [] if ex is None else [
+                        {"agent": self._agents[a], "time": datetime_iso(t), "exposure": k}
+                        for a, t, k in ex.first],
                     "exposure_of_size": None if ex is None else ex.size,
                 })
         agents, adopted = agents_k, adopted_k

@@ -72,6 +72,7 @@ import numpy as np
 
 from streams.events import PostEvent
 from streams.state.base import Item, Sample, Snapshot
+from streams.text import K
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 BYTES_PER_NGRAM = 8 + 2 + 2 + 1
@@ -131,6 +132,16 @@ def _distinct(ids: list[np.ndarray], days: list[int]
     ends = np.r_[starts[1:], len(flat)]
     return (flat[starts], d[starts], d[ends - 1],
             np.minimum(ends - starts, 2).astype(np.uint8))
+
+
+def _placed(column: np.ndarray, values: np.ndarray, at: np.ndarray, old: np.ndarray
+            ) -> np.ndarray:
+    """``column`` with ``values`` inserted so that they land at positions ``at`` (one mask
+    shared by every column: cheaper than ``np.insert`` per column)."""
+    out = np.empty(len(old), column.dtype)
+    out[old] = column
+    out[at] = values
+    return out
 
 
 class _Lifecycle:
@@ -200,11 +211,14 @@ class _Lifecycle:
         q = nc >= 2
         np.add.at(births, nf[q] - base, 1)
         np.add.at(deaths, nl[q] - base, 1)
-        at = pos[new]
-        t.keys = np.insert(t.keys, at, nk)
-        t.first = np.insert(t.first, at, nf.astype(np.uint16))
-        t.last = np.insert(t.last, at, nl.astype(np.uint16))
-        t.count = np.insert(t.count, at, nc)
+        if len(nk):
+            at = pos[new] + np.arange(len(nk))  # final places of the new ids (pos ascending)
+            old = np.ones(len(t) + len(nk), bool)
+            old[at] = False
+            t.keys = _placed(t.keys, nk, at, old)
+            t.first = _placed(t.first, nf.astype(np.uint16), at, old)
+            t.last = _placed(t.last, nl.astype(np.uint16), at, old)
+            t.count = _placed(t.count, nc, at, old)
 
     def nbytes(self) -> int:
         return sum(t.nbytes() for t in self.tables)
@@ -288,8 +302,10 @@ class NgramTracker:
             self.texts_total += 1
             buf, days = self._buf, self._buf_days
         size = 0
+        ids = g = text.ids
         for n in range(self.max_n):
-            g = text.ngram_ids(n + 1)
+            if n:  # the rolling hash of n + 1 tokens from that of n (= text.ngram_ids(n + 1))
+                g = g[:-1] * K + ids[n:]
             if not len(g):
                 break
             buf[n].append(g)
