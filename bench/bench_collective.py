@@ -5,10 +5,10 @@ memory against agents and window edges. Everything is measured in this one run.
     .venv/bin/python bench/bench_collective.py            # 100k-interaction window, ~2 min
     .venv/bin/python bench/bench_collective.py --edges 30000 --agents 6000 --batches 10
 
-Per window step the incremental side does `MonteCarloPageRank.apply(delta)` + `vector()`
-(the estimate, refinement included); the batch side applies the same delta to a networkx
-DiGraph (not timed) and runs `networkx.pagerank` on it (timed). Each step is checked for L1
-distance and top-10 overlap against that networkx result.
+Per window step the incremental side does `WindowPageRank.apply(delta)` + `vector()`
+(warm-started power iteration to an L1 change below 1e-4); the batch side applies the same
+delta to a networkx DiGraph (not timed) and runs `networkx.pagerank` on it (timed). Each step
+is checked for L1 distance and top-10 overlap against that networkx result.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import networkx as nx
@@ -27,22 +27,22 @@ import numpy as np
 
 from service.sources.normalise import event_items, normalise_post_detail
 from streams.events import CommentEvent, PostEvent
+from streams.state.base import Item
 from streams.state.cascades import CascadeConfig, CascadeEngine
 from streams.state.graph import Interaction, InteractionGraph, synthetic_interactions
-from streams.state.pagerank import MonteCarloPageRank, pagerank_exact
+from streams.state.pagerank import WindowPageRank, pagerank_exact
 from streams.state.threads import ThreadsEngine
 
 WINDOW = timedelta(hours=24)
 
 
-def window_run(edges: list[Interaction], step: timedelta, batches: int, walks: int,
-               smooth: int) -> dict[str, float]:
+def window_run(edges: list[Interaction], step: timedelta, batches: int) -> dict[str, float]:
     """Fill the window, then time `batches` steps of both sides on identical windows."""
     g = InteractionGraph(window=WINDOW)
-    mc = MonteCarloPageRank(walks_per_node=walks, smooth_steps=smooth, seed=1)
+    mc = WindowPageRank()
     ng = nx.DiGraph()
     start = edges[0].time
-    due = start + WINDOW
+    due = start + WINDOW.total_seconds()
     ours, theirs, l1s, tops, sizes, l1x, l1nx = [], [], [], [], [], [], []
     for e in edges:
         if e.time >= due:
@@ -60,7 +60,7 @@ def window_run(edges: list[Interaction], step: timedelta, batches: int, walks: i
             mc.apply(delta)
             names, p = mc.vector()
             t1 = time.perf_counter()
-            if due > start + WINDOW:  # the first step builds the whole window: not a batch
+            if due > start + WINDOW.total_seconds():  # the first step builds the whole window
                 ref = nx.pagerank(ng, alpha=0.85)
                 t2 = time.perf_counter()
                 ours.append(t1 - t0)
@@ -76,7 +76,7 @@ def window_run(edges: list[Interaction], step: timedelta, batches: int, walks: i
                 tops.append(len(set(top) & set(mine)) / 10)
                 if len(ours) >= batches:
                     break
-            due = e.time + step
+            due = e.time + step.total_seconds()
         g.add(e)
     return {"window_interactions": sum(g.window.values()), "window_edges": len(g.window),
             "agents": mc.n_nodes, "batch_units": statistics.median(sizes),
@@ -84,7 +84,7 @@ def window_run(edges: list[Interaction], step: timedelta, batches: int, walks: i
             "ratio": statistics.median(theirs) / statistics.median(ours),
             "l1_max": max(l1s), "l1_mean": float(np.mean(l1s)), "top10_min": min(tops),
             "l1_fixed_max": max(l1x), "l1_nx_fixed_max": max(l1nx),
-            "visits": mc.n_visits}
+            "iterations": mc.iterations}
 
 
 def real_texts() -> list[str]:
@@ -119,8 +119,6 @@ def main() -> None:
     ap.add_argument("--agents", type=int, default=20_000)
     ap.add_argument("--steps", default="1,5", help="window steps to compare, minutes")
     ap.add_argument("--batches", type=int, default=20, help="measured steps per setting")
-    ap.add_argument("--walks", type=int, default=4, help="least walks per node (R)")
-    ap.add_argument("--smooth", type=int, default=5)
     ap.add_argument("--events", type=int, default=50_000, help="events for the rates")
     args = ap.parse_args()
 
@@ -128,11 +126,11 @@ def main() -> None:
     edges = synthetic_interactions(args.edges * hours // 24, args.agents, timedelta(hours=hours),
                                    seed=3)
     print(f"# sliding-window PageRank: window 24 h, {args.edges} interactions/window, "
-          f"{args.agents} agents, R={args.walks}, refinement steps={args.smooth}")
+          f"{args.agents} agents")
     print(f"{'step':>6} {'units/batch':>11} {'ours ms':>9} {'nx ms':>9} {'nx/ours':>8} "
           f"{'L1 max':>7} {'L1 mean':>8} {'top10 min':>9} {'L1* ours':>8} {'L1* nx':>7}")
     for minutes in (int(s) for s in args.steps.split(",")):
-        r = window_run(edges, timedelta(minutes=minutes), args.batches, args.walks, args.smooth)
+        r = window_run(edges, timedelta(minutes=minutes), args.batches)
         print(f"{minutes:>4}min {r['batch_units']:>11.0f} {r['ours_ms']:>9.1f} "
               f"{r['nx_ms']:>9.1f} {r['ratio']:>7.1f}x {r['l1_max']:>7.4f} "
               f"{r['l1_mean']:>8.4f} {r['top10_min']:>9.1f} {r['l1_fixed_max']:>8.4f} "
@@ -140,19 +138,20 @@ def main() -> None:
     print("  L1 = vs networkx.pagerank (default tol); L1* = max distance of ours / of networkx"
           " from the fixed point (power iteration to 1e-12)")
     print(f"  (window: {r['window_interactions']} interactions, {r['window_edges']} distinct "
-          f"edges, {r['agents']} agents, {r['visits']} stored walk visits)")
+          f"edges, {r['agents']} agents, {r['iterations']} iterations at the last step)")
 
     # events/s of each state, on synthetic comments with real-looking text
     n = args.events
     inter = synthetic_interactions(n, args.agents, timedelta(hours=24), seed=5)
     texts = real_texts()
-    comments = [CommentEvent(id=f"comment:{i}", event_time=e.time, observed_at=e.time,
-                             comment_id=str(i), post_id=f"p{i % (n // 8)}", author=e.src,
-                             reply_to=e.dst, depth=1 + (i % 7 == 0),
-                             content=texts[i % len(texts)])
+    comments = [Item.of(CommentEvent(id=f"comment:{i}", event_time=_dt(e.time),
+                                     observed_at=_dt(e.time), comment_id=str(i),
+                                     post_id=f"p{i % (n // 8)}", author=e.src, reply_to=e.dst,
+                                     depth=1 + (i % 7 == 0), content=texts[i % len(texts)]))
                 for i, e in enumerate(inter)]
-    posts = [PostEvent(id=f"post:p{j}", event_time=inter[0].time, observed_at=inter[0].time,
-                       post_id=f"p{j}", author=f"agent{j}", upvotes=j % 50)
+    t0 = _dt(inter[0].time)
+    posts = [Item.of(PostEvent(id=f"post:p{j}", event_time=t0, observed_at=t0,
+                               post_id=f"p{j}", author=f"agent{j}", upvotes=j % 50))
              for j in range(n // 8)]
     g = InteractionGraph()
     th = ThreadsEngine()
@@ -185,7 +184,7 @@ def main() -> None:
 
         gg, gmem = memory(build_graph)
         delta = gg.drain_delta()  # type: ignore[attr-defined]
-        mc, pmem = memory(lambda delta=delta: _built(delta, args.walks))
+        mc, pmem = memory(lambda delta=delta: _built(delta))
         e_, a_ = len(delta), mc.n_nodes  # type: ignore[attr-defined]
         print(f"{m:>12} {e_:>7} {a_:>7} {gmem / 2**20:>9.1f} {pmem / 2**20:>7.1f} "
               f"{gmem / e_:>13.0f} {pmem / a_:>11.0f}")
@@ -206,10 +205,15 @@ def _fed(engine: object, events: list) -> object:
     return engine
 
 
-def _built(delta: dict, walks: int) -> MonteCarloPageRank:
-    mc = MonteCarloPageRank(walks_per_node=walks)
+def _built(delta: dict) -> WindowPageRank:
+    mc = WindowPageRank()
     mc.apply(delta)
+    mc.vector()
     return mc
+
+
+def _dt(t: float) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,9 @@ class ActivityState:
         self.buckets: dict[str, OrderedDict[int, Bucket]] = {
             g: OrderedDict() for g in GRANULARITIES
         }
-        self._cur: dict[str, Bucket | None] = dict.fromkeys(GRANULARITIES)
+        # the (minute, hour, day) buckets of the latest minute, and that minute's span
+        self._cur: tuple[Bucket, ...] = ()
+        self._cur_span = (0, 0)
         self.first_seen: dict[str, int] = {}
         self.totals = {"posts": 0, "comments": 0, "vote_changes": 0, "agents": 0, "submolts": 0,
                        "without_author": 0, "late": 0}
@@ -103,9 +105,6 @@ class ActivityState:
     def _bucket(self, granularity: str, ts: int) -> Bucket:
         size = GRANULARITIES[granularity]
         start = ts - ts % size
-        cur = self._cur[granularity]
-        if cur is not None and cur.start == start:
-            return cur
         od = self.buckets[granularity]
         b = od.get(start)
         if b is None:
@@ -114,9 +113,17 @@ class ActivityState:
                 od = self.buckets[granularity] = OrderedDict(sorted(od.items()))
             while len(od) > self.keep[granularity]:
                 od.popitem(last=False)
-        if self.latest is None or start >= self.latest - self.latest % size:
-            self._cur[granularity] = b
         return b
+
+    def _buckets(self, ts: int) -> tuple[Bucket, ...]:
+        """The minute, hour and day buckets of ``ts`` (cached for the latest minute)."""
+        lo, hi = self._cur_span
+        if lo <= ts < hi:
+            return self._cur
+        out = tuple(self._bucket(g, ts) for g in GRANULARITIES)
+        if self.latest is not None and ts - ts % 60 == self.latest - self.latest % 60:
+            self._cur, self._cur_span = out, (ts - ts % 60, ts - ts % 60 + 60)
+        return out
 
     def update(self, item: Item) -> None:
         event = item.event
@@ -137,8 +144,7 @@ class ActivityState:
             if submolt and submolt not in self._submolts_seen:
                 self._submolts_seen.add(submolt)
                 self.totals["submolts"] += 1
-            for g in GRANULARITIES:
-                b = self._bucket(g, ts)
+            for b in self._buckets(ts):
                 if is_post:
                     b.posts += 1
                 else:
@@ -154,8 +160,7 @@ class ActivityState:
                     b.submolts.add(submolt)  # type: ignore[union-attr]
         elif isinstance(event, VoteEvent):
             self.totals["vote_changes"] += 1
-            for g in GRANULARITIES:
-                b = self._bucket(g, ts)
+            for b in self._buckets(ts):
                 b.vote_changes += 1
                 b.upvotes += event.delta_up
                 b.downvotes += event.delta_down

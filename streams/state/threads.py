@@ -162,8 +162,10 @@ class ThreadsEngine:
         self._labels = bucket_labels(self.config.buckets)
         self._live: dict[str, _Thread] = {}
         self._done: dict[str, None] = {}  # folded ids (oldest first): late events stay late
-        self._total = Partial()  # every thread's contribution, live and folded
-        self._days: dict[int, Sums] = {}  # the same by UTC day number
+        # every thread's contribution, live and folded, as Sums' seven counts in field order
+        self._by_bucket: dict[str, list[int]] = {}
+        self._by_day: dict[int, list[int]] = {}  # by UTC day number
+        self._late_comments = 0
         self._horizon: list[tuple[float, str]] = []
         self._retire: list[tuple[float, str]] = []
         self._horizon_s = self.config.horizon.total_seconds()
@@ -171,6 +173,8 @@ class ThreadsEngine:
 
     def _bucket(self, upvotes: int) -> str:
         bounds = self.config.buckets
+        if upvotes < bounds[1 if len(bounds) > 1 else 0]:
+            return self._labels[0]  # the common case: fewer upvotes than the second bound
         for i in range(len(bounds) - 1, -1, -1):
             if upvotes >= bounds[i]:
                 return self._labels[i]
@@ -187,14 +191,32 @@ class ThreadsEngine:
 
     def _apply(self, c: _Contrib, sign: int) -> None:
         bucket, day, posts, commented, depth, repliers, comments, vb, unc = c
-        s = Sums(posts, commented, depth, repliers, comments)
-        self._total.by_bucket.setdefault(bucket, Sums()).add(s, sign)
+        row = self._by_bucket.get(bucket)
+        if row is None:
+            row = self._by_bucket[bucket] = [0] * 7
+        row[0] += sign * posts
+        row[1] += sign * commented
+        row[2] += sign * depth
+        row[3] += sign * repliers
+        row[4] += sign * comments
         if vb is not None:
-            self._total.by_bucket.setdefault(vb, Sums()).add(Sums(matured=1,
-                                                                  matured_uncommented=unc), sign)
-            s.matured, s.matured_uncommented = 1, unc
+            vrow = self._by_bucket.get(vb)
+            if vrow is None:
+                vrow = self._by_bucket[vb] = [0] * 7
+            vrow[5] += sign
+            vrow[6] += sign * unc
         if day is not None:
-            self._days.setdefault(day, Sums()).add(s, sign)
+            drow = self._by_day.get(day)
+            if drow is None:
+                drow = self._by_day[day] = [0] * 7
+            drow[0] += sign * posts
+            drow[1] += sign * commented
+            drow[2] += sign * depth
+            drow[3] += sign * repliers
+            drow[4] += sign * comments
+            if vb is not None:
+                drow[5] += sign
+                drow[6] += sign * unc
 
     def _change(self, th: _Thread, before: _Contrib) -> None:
         after = self._contrib(th)
@@ -216,7 +238,7 @@ class ThreadsEngine:
         pid = event.post_id
         if pid in self._done:
             if isinstance(event, CommentEvent):
-                self._total.late_comments += 1
+                self._late_comments += 1
             return
         th = self._live.get(pid)
         if th is None:
@@ -267,13 +289,12 @@ class ThreadsEngine:
 
     def partial(self) -> Partial:
         """This partition's sums (every post seen, live ones as they stand): a copy."""
-        out = Partial(late_comments=self._total.late_comments)
-        for b, s in self._total.by_bucket.items():
-            out.by_bucket[b] = Sums(**{f.name: getattr(s, f.name) for f in fields(s)})
-        for d in sorted(self._days)[-self.config.days_kept:]:
-            s = self._days[d]
+        out = Partial(late_comments=self._late_comments)
+        for b, row in self._by_bucket.items():
+            out.by_bucket[b] = Sums(*row)
+        for d in sorted(self._by_day)[-self.config.days_kept:]:
             label = datetime.fromtimestamp(d * 86400, UTC).date().isoformat()
-            out.by_day[label] = Sums(**{f.name: getattr(s, f.name) for f in fields(s)})
+            out.by_day[label] = Sums(*self._by_day[d])
         return out
 
     def thread(self, post_id: str) -> dict[str, Any] | None:

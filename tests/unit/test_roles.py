@@ -80,3 +80,33 @@ def test_too_small_graph_reports_no_roles() -> None:
     eng = RolesEngine()
     assert eng.compute({("a", "b"): 1}) == {"agents": 2}
     assert eng.snapshot().value("roles_k") is None and eng.agent("a") is None
+
+
+def test_betweenness_exact_and_sampled_within_the_stated_bound() -> None:
+    g = InteractionGraph()
+    for e in synthetic_interactions(4000, 700, timedelta(hours=5), seed=4):
+        g.add(e)
+    weights = g.cumulative()
+    ng = nx.DiGraph()
+    ng.add_weighted_edges_from((u, v, w) for (u, v), w in weights.items())
+    ref = nx.betweenness_centrality(ng)
+    names, x = role_features(weights, RolesConfig(betweenness_exact_max=10_000))
+    assert np.allclose(x[:, 2], [ref[a] for a in names], atol=1e-12)
+    k = 64
+    _, xs = role_features(weights, RolesConfig(betweenness_exact_max=100, betweenness_samples=k))
+    bound = np.sqrt(np.log(2 / 0.05) / (2 * k))  # Hoeffding, 95 % per agent (module docstring)
+    assert np.abs(xs[:, 2] - x[:, 2]).max() <= bound
+
+
+def test_sampled_agents_and_growth_cadence() -> None:
+    eng = RolesEngine(RolesConfig(sample=300, every=timedelta(hours=1), k_range=(3, 4)))
+    edges = synthetic_interactions(3000, 600, timedelta(hours=5), seed=2)
+    for e in edges:
+        eng.expire(e.time)
+        eng.graph.add(e)
+    runs = eng.runs_total
+    assert runs >= 2 and eng.snapshot().value("roles_agents") == 300
+    assert len(eng.roles()) == 300
+    for h in range(1, 4):  # time passes, the graph does not grow: no new run
+        eng.expire(edges[-1].time + 3600 * h)
+    assert eng.runs_total == runs
