@@ -99,13 +99,18 @@ def named_parts(p: Any) -> dict[str, Any]:
 
 def child_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     gen = [0.0]
-    base_rss = rss_bytes()
     p = make_pipeline()
     off = [k for k, e in named_parts(p).items() if not on_contract(e)]
+    if args.text == "real":
+        realtext.load_corpus()
+    else:
+        realtext.simulator_corpus(args.seed)
+    base_rss = rss_bytes()  # interpreter, imports, corpus and an empty pipeline
     n, window = 0, max(1, args.events // 10)
     busy = 0.0
     marks: list[tuple[int, float]] = [(0, 0.0)]
-    for chunk in chunks(args.text, args.events, args.seed, args.scale, args.chunk, gen):
+    size = min(args.chunk, window)  # the windows' edges fall on chunk edges
+    for chunk in chunks(args.text, args.events, args.seed, args.scale, size, gen):
         t0 = time.perf_counter()
         for e in chunk:
             p.update(e)
