@@ -71,3 +71,24 @@ def test_tiny_sketch_overcounts_within_the_stated_bound(texts) -> None:
 def test_parameters_guarded() -> None:
     with pytest.raises(ValueError):
         VerbatimFilter(depth=5)
+
+
+def test_update_marks_posts_only() -> None:
+    """As an engine: posts get item.admitted from the rule on their exact text; comments and
+    votes pass untouched (and are not counted)."""
+    from datetime import UTC, datetime
+
+    from streams.events import CommentEvent, PostEvent
+    from streams.state.base import Item
+
+    t = datetime(2026, 2, 1, tzinfo=UTC)
+    f = VerbatimFilter(threshold=1)
+    posts = [Item.of(PostEvent(id=f"post:{i}", event_time=t, observed_at=t, post_id=str(i),
+                               author=None, title="gm", content="gm all")) for i in range(3)]
+    comment = Item.of(CommentEvent(id="comment:1", event_time=t, observed_at=t, comment_id="1",
+                                   post_id="0", author="a", content="gm\ngm all"))
+    for it in [*posts, comment]:
+        f.update(it)
+    f.expire(t.timestamp())
+    assert [it.admitted for it in posts] == [True, False, False]
+    assert comment.admitted and f.seen_total == 3 and f.excluded_total == 2
