@@ -1,7 +1,8 @@
 """``GET /metrics``: the worker's latest samples in Prometheus text format.
 
 The samples are read from Redis at scrape time, so any number of API replicas expose the same
-values. Names gain the ``moltscope_`` prefix; counters keep their ``_total`` suffix.
+values. Names gain the ``moltscope_`` prefix; counters keep their ``_total`` suffix. The probe
+campaign's ``moltscope_probe_*`` families (docs/probes.md) are scored from Redis at scrape time.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from service.api.deps import RedisDep, SettingsDep
+from service.api.probes import collector as probe_collector
 from service.delivery.dispatcher import Dispatcher
 from service.delivery.history import AlertHistory, AlertHistoryCollector
 from service.delivery.webhooks import WebhookRegistry
@@ -86,4 +88,5 @@ def metrics(r: RedisDep, settings: SettingsDep) -> Response:
     registry.register(_StoreCollector(MetricStore(r, prefix=p),
                                       Dispatcher(r, WebhookRegistry(r, p), p)))
     registry.register(AlertHistoryCollector(AlertHistory(r, prefix=p)))
+    registry.register(probe_collector(r, settings))  # moltscope_probe_*, docs/probes.md
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
