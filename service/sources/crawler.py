@@ -22,11 +22,19 @@ turn whenever more than one is due:
   the AgentEvent built from the payload's author object is kept as a fallback (emitted on
   404, or when the profile fails after all retries); SubmoltEvents are emitted once per name.
   Profiles' recent posts are not emitted: discovery finds posts, within the horizon.
+- **probe posts** (docs/probes.md): ``probe_ids()`` (e.g. ``ProbeStore.post_ids``, the Redis
+  set ``{prefix}:probes:post_ids``) is read at start and at the start of every discovery
+  walk; a probe post not in the revisit queue joins it (created = now until its detail
+  answers with the real creation time), so it is revisited even when no listing shows it.
+  Probe posts are revisited every ``revisit_min_s`` and kept ``probe_horizon_s`` (default 7
+  days, at least ``horizon_s``) after their creation. A probe post that left the queue is not
+  queued again by this process (after a restart, once more: one fetch finds it too old).
 
 State kept (and checkpointed, see :mod:`service.stores.checkpoint`): per post in the revisit
 queue its creation time, next visit, last (upvotes, downvotes), and the id and last counts of
 every comment seen, plus fingerprints of the dead letters it produced, so memory grows with
-the posts created within ``horizon_s`` and their comments, and drops as they age out; the
+the posts created within ``horizon_s`` (probe posts: ``probe_horizon_s``) and their comments,
+and drops as they age out; the ids of probe posts (bounded by the probe bank, ~100); the
 set of agent/submolt names already emitted (bounded by the platform's agents and submolts);
 the discovery walk's position. Dead letters of list pages are remembered only in memory
 (last 10,000), so a restart may repeat one.
@@ -52,7 +60,7 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -85,6 +93,7 @@ log = logging.getLogger(__name__)
 
 Item = Event | DeadLetter
 DAY = 86_400.0
+PROBE_HORIZON_S = 7 * DAY
 LAG_BUCKETS = (1, 10, 60, 300, 900, 3600, 6 * 3600, DAY, 3 * DAY, 7 * DAY, 30 * DAY)
 
 
@@ -185,6 +194,8 @@ class MoltbookCrawler:
         sleep: Callable[[float], None] | None = None,
         registry: CollectorRegistry | None = None,
         rng: random.Random | None = None,
+        probe_ids: Callable[[], Iterable[str]] | None = None,
+        probe_horizon_s: float = PROBE_HORIZON_S,
     ) -> None:
         self.opts = settings
         o = self.opts
@@ -211,6 +222,9 @@ class MoltbookCrawler:
         self._pending: dict[str, str] = {}
         self._list_dead: OrderedDict[str, None] = OrderedDict()
         self._turn = 0
+        self._probe_ids = probe_ids
+        self._probe_horizon_s = max(probe_horizon_s, settings.horizon_s)
+        self._probes: set[str] = set()  # probe posts ever queued by this process
 
     # ------------------------------------------------------------------ public
 
@@ -229,6 +243,9 @@ class MoltbookCrawler:
         """Crawl until ``stop`` is set; checkpoint a unit once its items were consumed."""
         self._stop = stop or threading.Event()
         self._restore()
+        start = _Unit()
+        self._queue_probes(start)
+        self._commit(start)
         kinds: tuple[Callable[[], _Unit], ...] = (self._discover, self._revisit, self._profile)
         ready_checks = (self._discovery_due, self._revisit_due, self._profile_due)
         try:
@@ -279,9 +296,32 @@ class MoltbookCrawler:
             done_pending=unit.done,
         )
 
+    def _horizon(self, pid: str) -> float:
+        return self._probe_horizon_s if pid in self._probes else self.opts.horizon_s
+
     def _schedule(self, pid: str, post: _Post, at: float) -> None:
-        post.next_visit = min(at, post.created + self.opts.horizon_s)
+        post.next_visit = min(at, post.created + self._horizon(pid))
         heapq.heappush(self._heap, (post.next_visit, pid))
+
+    def _queue_probes(self, unit: _Unit) -> None:
+        """Queue the probe posts not yet queued (see the module docstring)."""
+        if self._probe_ids is None:
+            return
+        try:
+            ids = set(self._probe_ids())
+        except Exception:  # noqa: BLE001 - an unreadable probe set must not stop the crawl
+            log.warning("cannot read the probe post ids", exc_info=True)
+            return
+        now = self._clock()
+        for pid in sorted(ids - self._probes):
+            self._probes.add(pid)
+            post = self._posts.get(pid)
+            if post is None:
+                post = self._posts[pid] = _Post(created=now, next_visit=now)
+                log.info("probe post %s queued for revisits", pid)
+            # a known post is due now, then every revisit_min_s; a deleted one stays as it is
+            self._schedule(pid, post, post.next_visit if post.gone else now)
+            unit.put.add(pid)
 
     # ------------------------------------------------------------------ pacing and HTTP
 
@@ -399,6 +439,7 @@ class MoltbookCrawler:
         unit = _Unit(discovery=True)
         walk = d.get("walk")
         if walk is None:
+            self._queue_probes(unit)
             deep = (d.get("watermark") is None
                     or self._clock() - d.get("last_sweep", 0.0) >= o.sweep_interval_s)
             walk = {"offset": 0, "cursor": None, "deep": deep, "newest": None, "covered": 0,
@@ -515,7 +556,7 @@ class MoltbookCrawler:
         unit = _Unit()
         _, pid = heapq.heappop(self._heap)
         post = self._posts[pid]
-        if post.gone or self._clock() - post.created >= o.horizon_s:
+        if post.gone or self._clock() - post.created >= self._horizon(pid):
             del self._posts[pid]
             unit.drop.add(pid)
             return unit
@@ -524,10 +565,11 @@ class MoltbookCrawler:
         unit.put.add(pid)
         if ans.kind == "missing":  # deleted: keep the id (no re-discovery) until the horizon
             post.gone = True
-            self._schedule(pid, post, post.created + o.horizon_s)
+            self._schedule(pid, post, post.created + self._horizon(pid))
             return unit
         age = max(0.0, now - post.created)
-        interval = min(o.revisit_max_s, max(o.revisit_min_s, age * o.revisit_age_fraction))
+        interval = (o.revisit_min_s if pid in self._probes else
+                    min(o.revisit_max_s, max(o.revisit_min_s, age * o.revisit_age_fraction)))
         recent = now - interval  # comments newer than this count as activity
         activity = 0
         if ans.kind == "ok":
@@ -543,6 +585,8 @@ class MoltbookCrawler:
                 if not post.emitted:
                     self._emit_new(unit, item)
                     post.emitted, post.votes = True, (item.upvotes, item.downvotes)
+                    # a probe post queued before any listing showed it: its real creation
+                    post.created = min(post.created, item.event_time.timestamp())
                 else:
                     before = post.votes
                     post.votes = self._vote(unit, "post", pid, pid, before, item)

@@ -420,3 +420,120 @@ def test_sigkilled_process_restarts_from_the_redis_checkpoint(
     marks = [i for i, x in enumerate(first) if "commit" in x]
     uncommitted = {x["id"] for x in first[marks[-2] + 1:] if x.get("id")}
     assert set(ids1) & set(ids2) <= uncommitted
+
+
+def test_probe_posts_no_listing_shows_are_revisited_and_their_replies_kept(
+    redis_client: redis.Redis
+) -> None:
+    """Probe post ids in Redis (``{prefix}:probes:post_ids``) join the revisit queue, one read
+    at start and one added mid-crawl (read at the next discovery walk), though no listing
+    ever shows them; every comment on them passes the ProbeTap into the probe store."""
+    import uuid
+
+    from service.probes.bank import load_bank
+    from service.probes.store import ProbeStore, ProbeTap
+
+    with FakeMoltbook(seed=7, release_every=1, reveal_ticks=300) as fake:
+        # two posts served from the start, with comments, that sort=new never lists
+        commented = [p for p in fake.order[:fake.initial] if len(fake._comments[p]) >= 3]
+        at_start, later = commented[0], commented[1]
+        fake.order = [p for p in fake.order if p not in (at_start, later)]
+        hidden = {at_start: len(fake._comments[at_start]), later: len(fake._comments[later])}
+        store = ProbeStore(redis_client, f"t{uuid.uuid4().hex[:8]}")
+        probes = load_bank().probes
+        store.record_post(probes[0], at_start, time.time(), "v1", True)
+        tap = ProbeTap(store, refresh_s=0.0)
+
+        def hook(item: Any) -> None:
+            tap.observe(item)
+            if len(store.post_ids()) == 1 and fake.tick > 10:
+                store.record_post(probes[1], later, time.time(), "v1", True)
+
+        crawler = MoltbookCrawler(options(fake, fetch_profiles=False), None,
+                                  registry=CollectorRegistry(), probe_ids=store.post_ids)
+        items, crash = crawl(crawler, lambda _: all(
+            len(store.replies(p)) == n for p, n in hidden.items()), emit_hook=hook)
+        log = list(fake.log)
+    assert crash is None
+    for pid, n in hidden.items():
+        kept = store.replies(pid)
+        assert len(kept) == n
+        assert {r.comment_id for r in kept} == {c["id"] for c in fake._comments[pid]}
+        emitted = [i for i in items if getattr(i, "kind", "") == "post" and i.post_id == pid]
+        assert len(emitted) == 1  # from its detail: no listing showed it
+        # revisited until every comment came back (revealed over 300 requests)
+        assert sum(x.path == f"/api/v1/posts/{pid}" for x in log) >= 2
+    assert not any(pid in x.path for x in log if x.path.startswith("/api/v1/posts?")
+                   for pid in hidden)
+
+
+def test_probe_posts_revisited_at_the_minimum_interval_past_the_horizon() -> None:
+    """Simulated 2 hours on a fake clock: a probe post 4 days old (past the 3-day horizon)
+    comes back every ``revisit_min_s``; a plain post as old is never fetched; a probe post
+    reaching the 7-day probe horizon leaves the queue and is not queued again."""
+    import json
+    from datetime import UTC, datetime
+
+    import httpx
+
+    from tests.integration.fake_moltbook import DATA
+
+    now = [datetime(2026, 3, 1, 12, tzinfo=UTC).timestamp()]
+    day = 86_400.0
+    files = {"probe": "10b01acb-1acd-4a16-b105-2295d37618ff",
+             "plain": "35dab79a-3436-4262-bb78-7ca8800b2f91",
+             "expiring": "0019c632-4d4c-4111-bf6d-f71b6cb8436c"}
+    ages = {"probe": 4 * day, "plain": 4 * day, "expiring": 7 * day - 3600}
+    payloads, names = {}, {}
+    for name, pid in files.items():
+        d = json.loads((DATA / "api" / "posts" / f"{pid}.json").read_text())
+        d["post"]["created_at"] = datetime.fromtimestamp(now[0] - ages[name], UTC).isoformat()
+        payloads[pid], names[pid] = d, name
+    visits: dict[str, list[float]] = defaultdict(list)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/api/v1")
+        if path == "/posts":
+            listed = [payloads[p]["post"] for p in payloads]
+            return httpx.Response(200, json={"success": True, "has_more": False,
+                                             "posts": listed, "count": len(listed),
+                                             "next_offset": len(listed)})
+        pid = path.rsplit("/", 1)[1]
+        visits[names[pid]].append(now[0])
+        return httpx.Response(200, json=payloads[pid])
+
+    stop = threading.Event()
+    start, end = now[0], now[0] + 2 * 3600
+
+    def sleep(s: float) -> None:
+        now[0] += s
+        if now[0] >= end:
+            stop.set()
+
+    reads: list[float] = []
+
+    def probe_ids() -> set[str]:
+        reads.append(now[0])
+        return {files["probe"], files["expiring"]}
+
+    registry = CollectorRegistry()
+    client = httpx.Client(base_url="http://moltbook.test/api/v1",
+                          transport=httpx.MockTransport(handler))
+    crawler = MoltbookCrawler(
+        CrawlerSettings(base_url="http://moltbook.test/api/v1", requests_per_minute=60,
+                       fetch_profiles=False), None, client=client, clock=lambda: now[0],
+        sleep=sleep, registry=registry, probe_ids=probe_ids)
+    items = list(crawler.events(stop))
+    assert "plain" not in visits
+    # read at start and at every discovery walk (one a minute)
+    assert reads[0] == start and len(reads) >= 100
+    # every 120 s (the bucket's 1 request/s and the walks can add a second or two)
+    gaps = np.diff(visits["probe"])
+    assert len(visits["probe"]) >= 55 and gaps.min() >= 120 and gaps.max() <= 125
+    # the expiring probe post was revisited up to its 7-day horizon, then never again
+    expires = start - ages["expiring"] + 7 * day
+    assert len(visits["expiring"]) >= 25 and max(visits["expiring"]) < expires
+    assert max(visits["expiring"]) > expires - 125
+    assert registry.get_sample_value("moltscope_crawler_revisit_queue_length") == 1
+    posts = {i.post_id for i in items if getattr(i, "kind", "") == "post"}
+    assert posts == {files["probe"], files["expiring"]}
