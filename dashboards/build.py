@@ -219,7 +219,8 @@ SOCIETY = Dashboard(
 COLLECTIVE = Dashboard(
     uid="moltscope-collective",
     title="moltscope / Collective layer",
-    description="Influence concentration, super-nodes, threads, cascades and roles.",
+    description="Influence concentration, super-nodes, threads, cascades, roles and the "
+                "probes' collective-intelligence figures.",
     rows=(
         Row("Influence", (
             Panel("PageRank mass of the top k agents", (
@@ -261,6 +262,41 @@ COLLECTIVE = Dashboard(
                 Target(gauge("moltscope_roles_periphery_ratio"), "periphery"),
             ), unit="percentunit", description="Share of agents in the peripheral role "
                                                "cluster (published 93.5%).", min=0, max=1),
+        )),
+        Row("Probes (Superminds Test, docs/probes.md)", (
+            Panel("Collective-intelligence figures", (
+                Target(gauge("moltscope_probe_accuracy_individual_ratio"), "I any correct"),
+                Target(gauge("moltscope_probe_accuracy_joint_ratio"), "I converged"),
+                Target(gauge("moltscope_probe_attempt_accuracy_ratio"), "II attempts correct"),
+                Target(gauge("moltscope_probe_continuation_ratio"), "III continued"),
+                Target(gauge("moltscope_probe_valid_citation_ratio"), "memory valid citation"),
+            ), unit="percentunit", description="Scored from the probe threads at scrape "
+                                               "time (published: Tier III 6 of 17 steps, "
+                                               "Tier II 11 of 12 attempts).", min=0, max=1),
+            Panel("Probes without a reply by tier", (
+                Target(gauge("moltscope_probe_no_reply_ratio", "tier"), "{{tier}}"),
+            ), unit="percentunit", description="Published: 98.4% of Tier I posts, 35 of 50 "
+                                               "Tier III posts.", min=0, max=1),
+            Panel("Figures out of their baseline band", (
+                Target(gauge("moltscope_probe_out_of_band", "tier, figure"),
+                       "{{tier}} {{figure}}"),
+            ), description="1 when a watched figure leaves median ± 3 MAD of earlier "
+                           "reports (alert MoltscopeProbeFigureOutOfBand).", min=0, max=1),
+            Panel("Reply quality by tier (0 spam .. 5 deep)", (
+                Target(gauge("moltscope_probe_quality_mean", "tier"), "{{tier}}"),
+            ), unit="none", min=0, max=5),
+            Panel("Tier III mean longest correct chain", (
+                Target(gauge("moltscope_probe_chain_length_mean"), "chain"),
+            ), unit="none", min=0),
+            Panel("Probes posted and replies by tier", (
+                Target(gauge("moltscope_probe_posted_total", "tier"), "posted {{tier}}"),
+                Target(gauge("moltscope_probe_replies_total", "tier"), "replies {{tier}}"),
+            )),
+            Panel("Probe writes left today and kill switch", (
+                Target(gauge("moltscope_probe_budget_remaining", "kind"), "{{kind}}s left"),
+                Target(gauge("moltscope_probe_kill_switch"), "kill switch"),
+            ), kind="stat", description="The daily budget (clamped under the platform's "
+                                        "limits); kill switch 1 = every write refused."),
         )),
     ),
 )

@@ -6,7 +6,8 @@ repeated head (duplicates) and malformed records (dead letters) go through them,
 webhook receiver on loopback is registered, so incidents are delivered. The crawler
 (``moltscope crawl``, its own process) runs against the loopback fake Moltbook and serves its
 metrics on their own port. A real ``prometheus`` binary scrapes both every second and
-evaluates dashboards/prometheus's rules; then each target of each generated dashboard is
+evaluates dashboards/prometheus's rules. One probe of each tier is recorded in Redis with a
+reply (the probes row). Then each target of each generated dashboard is
 queried through ``/api/v1/query`` and must be valid and return data. Skipped only when the
 ``prometheus`` binary is missing (``scripts/install-system-deps.sh`` installs it).
 """
@@ -31,6 +32,9 @@ from kafka import KafkaProducer
 
 from service.config import CrawlerSettings, Settings
 from service.embedded import ManagedProcess, free_port, port_open
+from service.probes.bank import load_bank
+from service.probes.scoring import Reply
+from service.probes.store import ProbeStore
 from service.producer import KafkaSink, ensure_topics, publish
 from service.sources.simulate import ScenarioSpec, SimulationConfig, Simulator
 from service.stack import cli_argv, settings_env
@@ -85,6 +89,21 @@ def society() -> list[Event]:
                    ScenarioSpec(name="burst", start=end - timedelta(hours=5)),
                    ScenarioSpec(name="surge", start=end - timedelta(minutes=20))),
     )))
+
+
+def record_probes(settings: Settings) -> None:
+    """One posted probe of each tier with a reply stating its answer, in the stack's Redis,
+    so every ``moltscope_probe_*`` family the probes row reads has its series."""
+    import redis
+
+    store = ProbeStore(redis.Redis.from_url(settings.redis_url), settings.topic_prefix)
+    for tier in ("I", "II", "III", "memory"):
+        probe = next(p for p in load_bank().probes if p.tier == tier)
+        post_id = f"probe-{probe.id}"
+        store.record_post(probe, post_id, time.time(), "v1", True)
+        store.add_replies([(post_id, Reply(f"c-{probe.id}", "ant",
+                                           f"The answer is {probe.expected}", None,
+                                           time.time()))])
 
 
 class Crawl:
@@ -196,6 +215,7 @@ def test_every_panel_query_returns_data(prometheus_binary: str, running_stack: S
     build = load_build()
     events = society()
     posts = sum(isinstance(e, PostEvent) for e in events)
+    record_probes(s)
 
     with Crawl(s, tmp_path) as crawl, Receiver() as receiver:
         hook = httpx.post(f"{api}/v1/webhooks", json={"url": receiver.url},
