@@ -3,8 +3,9 @@
 ``plan`` prints the schedule of the next writes (a dry run, always safe); ``run`` writes only
 with an API key AND ``MOLTSCOPE_PROBES__LIVE=true`` and no kill switch, else it prints why not
 and the plan; ``status`` shows the budget, the kill switch and what was posted; ``report``
-scores every posted probe (``--archive`` adds an archive's posts and agents to the citation
-check, ``--remember`` adds the figures to the band alert's baseline); ``kill`` sets (or with
+scores every posted probe (``--archive`` adds an archive's comments on probe posts to the
+replies and its posts and agents to the citation check: the replay report of the probes;
+``--remember`` adds the figures to the band alert's baseline); ``kill`` sets (or with
 ``--off`` clears) the kill switch in Redis.
 """
 
@@ -30,7 +31,8 @@ def add_probe_parser(sub: Any) -> None:
     verbs.add_parser("status", help="budget, kill switch, posted probes, last writes")
     rep = verbs.add_parser("report", help="score every posted probe")
     rep.add_argument("--archive", nargs="*", default=[],
-                     help="archives whose posts and agents also count as valid citations")
+                     help="archives (any replay format) whose comments on probe posts are "
+                     "scored too and whose posts and agents count as valid citations")
     rep.add_argument("--out", help="write the full report (with evidence) as JSON here")
     rep.add_argument("--remember", action="store_true",
                      help="add this report's figures to the band alert's baseline")
@@ -111,17 +113,22 @@ def _cosine() -> Any:
 
 def _report(args: argparse.Namespace, settings: Settings, store: Any) -> int:
     from service.probes.lookup import AnyLookup, ArchiveLookup, RedisLookup
-    from service.probes.report import campaign_report
+    from service.probes.report import campaign_report, tap_replies
 
     lookups: list[Any] = [RedisLookup(store.r, prefix=settings.topic_prefix,
                                       crawler_prefix=settings.crawler.checkpoint_prefix)]
+    extra: dict[str, list[Any]] = {}
     if args.archive:
         from service.sources.archive import open_archive
 
-        lookups.append(ArchiveLookup.from_events(open_archive(args.archive)))
+        # one read: the archive's posts and agents for citations, the probe threads' comments
+        lookups.append(ArchiveLookup.from_events(
+            tap_replies(open_archive(args.archive), store.post_ids(), extra)))
     report = campaign_report(store, AnyLookup(*lookups), agent_name=settings.probes.agent_name,
                              remember=args.remember,
-                             similarity=_cosine() if args.embed else None)
+                             similarity=_cosine() if args.embed else None, extra=extra)
+    if args.archive:
+        print(f"{report['archive_comments']} comments on probe posts found in the archive")
     for tier, figures in report["summary"].items():
         shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()}
         print(f"tier {tier}: {json.dumps(shown)}")

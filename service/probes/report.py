@@ -8,7 +8,7 @@ no-reply share. Each is compared with the same figure in earlier reports (Redis 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,12 +18,14 @@ from service.probes.runner import Budget, day_of
 from service.probes.scoring import (
     BandAlert,
     CitationLookup,
+    Reply,
     Score,
     band_alert,
     score,
     summarise,
 )
-from service.probes.store import ProbeStore, Record
+from service.probes.store import ProbeStore, Record, reply_of
+from streams.events import CommentEvent
 
 WATCHED: tuple[tuple[str, str], ...] = (
     ("I", "acc_individual"), ("III", "continuation_accuracy"), ("memory", "valid_citation_share"),
@@ -31,17 +33,34 @@ WATCHED: tuple[tuple[str, str], ...] = (
     ("memory", "no_reply_share"))
 
 
+Extra = Mapping[str, Sequence[Reply]]  # post id -> comments found elsewhere (an archive)
+
+
+def tap_replies(items: Iterable[Any], post_ids: set[str],
+                into: dict[str, list[Reply]]) -> Iterator[Any]:
+    """Pass ``items`` (an archive's or a replay's events) through, keeping the comments on
+    probe posts ``into`` post id -> replies, so one read serves other uses too."""
+    for ev in items:
+        if isinstance(ev, CommentEvent) and ev.post_id in post_ids:
+            into.setdefault(ev.post_id, []).append(reply_of(ev))
+        yield ev
+
+
 def score_record(store: ProbeStore, rec: Record, lookup: CitationLookup | None, *,
                  agent_name: str | None = None,
-                 similarity: Callable[[str, str], float] | None = None) -> Score:
-    return score(rec.probe, store.replies(rec.post_id, exclude_author=agent_name), lookup,
-                 similarity=similarity)
+                 similarity: Callable[[str, str], float] | None = None,
+                 extra: Extra | None = None) -> Score:
+    replies = store.replies(rec.post_id, exclude_author=agent_name,
+                            extra=(extra or {}).get(rec.post_id, ()))
+    return score(rec.probe, replies, lookup, similarity=similarity)
 
 
 def score_campaign(store: ProbeStore, lookup: CitationLookup | None, *,
                    agent_name: str | None = None,
-                   similarity: Callable[[str, str], float] | None = None) -> list[Score]:
-    return [score_record(store, rec, lookup, agent_name=agent_name, similarity=similarity)
+                   similarity: Callable[[str, str], float] | None = None,
+                   extra: Extra | None = None) -> list[Score]:
+    return [score_record(store, rec, lookup, agent_name=agent_name, similarity=similarity,
+                         extra=extra)
             for _, rec in sorted(store.records().items())]
 
 
@@ -58,13 +77,17 @@ def alerts(summary: dict[str, dict[str, Any]], history: list[dict[str, Any]]) ->
 
 def campaign_report(store: ProbeStore, lookup: CitationLookup | None, *,
                     agent_name: str | None = None, remember: bool = False,
-                    similarity: Callable[[str, str], float] | None = None) -> dict[str, Any]:
-    """Scores, summary and band alerts; ``remember`` adds the summary to the baseline."""
-    scores = score_campaign(store, lookup, agent_name=agent_name, similarity=similarity)
+                    similarity: Callable[[str, str], float] | None = None,
+                    extra: Extra | None = None) -> dict[str, Any]:
+    """Scores, summary and band alerts; ``remember`` adds the summary to the baseline;
+    ``extra`` adds comments on probe posts found elsewhere (:func:`tap_replies`)."""
+    scores = score_campaign(store, lookup, agent_name=agent_name, similarity=similarity,
+                            extra=extra)
     summary = summarise(scores)
     history = store.history()
     found = alerts(summary, history)
     report = {"generated_at": datetime.now(UTC).isoformat(), "summary": summary,
+              "archive_comments": sum(len(v) for v in (extra or {}).values()),
               "alerts": [{"figure": a.figure, "value": a.value, "low": a.low, "high": a.high,
                           "message": a.message} for a in found],
               "probes": [s.to_json() for s in scores]}

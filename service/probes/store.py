@@ -142,15 +142,22 @@ class ProbeStore:
             pipe.execute()
         return n
 
-    def replies(self, post_id: str, *, exclude_author: str | None = None) -> list[Reply]:
-        """Replies in a probe thread, the probe's own comments left out."""
-        own = {m.decode() for m in self.r.smembers(f"{self.k}:own_comments")}
-        out = []
-        for cid, raw in self.r.hgetall(f"{self.k}:replies:{post_id}").items():
-            d = json.loads(raw)
-            if cid.decode() in own or (exclude_author and d["author"] == exclude_author):
-                continue
-            out.append(Reply(cid.decode(), d["author"], d["content"], d["parent_id"], d["t"]))
+    def own_comments(self) -> set[str]:
+        return {m.decode() for m in self.r.smembers(f"{self.k}:own_comments")}
+
+    def replies(self, post_id: str, *, exclude_author: str | None = None,
+                extra: Iterable[Reply] = ()) -> list[Reply]:
+        """Replies in a probe thread, the probe's own comments left out. ``extra`` (e.g. the
+        thread's comments found in an archive) fills in comments the store does not hold."""
+        own = self.own_comments()
+        found = {cid.decode(): Reply(cid.decode(), d["author"], d["content"], d["parent_id"],
+                                     d["t"])
+                 for cid, raw in self.r.hgetall(f"{self.k}:replies:{post_id}").items()
+                 for d in [json.loads(raw)]}
+        for r in extra:
+            found.setdefault(r.comment_id, r)
+        out = [r for r in found.values()
+               if r.comment_id not in own and not (exclude_author and r.author == exclude_author)]
         return sorted(out, key=lambda r: (r.t, r.comment_id))
 
     # ------------------------------------------------------------ budget, kill switch, log
@@ -212,6 +219,10 @@ class ProbeStore:
         return [json.loads(x) for x in self.r.lrange(f"{self.k}:history", 0, -1)]
 
 
+def reply_of(ev: CommentEvent) -> Reply:
+    return Reply(ev.comment_id, ev.author, ev.content, ev.parent_id, ev.event_time.timestamp())
+
+
 class ProbeTap:
     """Keeps the replies to probe posts out of the ordinary event stream.
 
@@ -237,9 +248,7 @@ class ProbeTap:
             self._ids, self._read_at = self.store.post_ids(), now
         if item.post_id not in self._ids:
             return False
-        self.store.add_replies([(item.post_id, Reply(
-            item.comment_id, item.author, item.content, item.parent_id,
-            item.event_time.timestamp()))])
+        self.store.add_replies([(item.post_id, reply_of(item))])
         self.kept += 1
         return True
 
