@@ -45,6 +45,7 @@ society, O(agents x mean partners).
 from __future__ import annotations
 
 import heapq
+from array import array
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -106,6 +107,7 @@ class InteractionGraph:
         self.window: Weights = {}
         self.days: dict[int, Weights] = {}
         self.day_interactions: dict[int, int] = {}  # interactions of each retained day
+        self._day_slots: dict[int, array] = {}  # cumulative slot of each of a day's pairs
         self._out: dict[str, dict[str, int]] = {}  # cumulative adjacency
         self._in: dict[str, set[str]] = {}
         # the cumulative graph as arrays: agent index and one slot per distinct pair
@@ -139,21 +141,6 @@ class InteractionGraph:
         """Add one interaction to its day, the cumulative graph and (if recent) the window."""
         pair = (edge.src, edge.dst)
         self.interactions_total += 1
-        ts = edge.time
-        d = int(ts // DAY)
-        day = self.days.get(d)
-        if day is None:
-            day = self.days[d] = {}
-        day[pair] = day.get(pair, 0) + 1
-        self.day_interactions[d] = self.day_interactions.get(d, 0) + 1
-        out = self._out.get(edge.src)
-        if out is None:
-            out = self._out[edge.src] = {}
-        out[edge.dst] = out.get(edge.dst, 0) + 1
-        ins = self._in.get(edge.dst)
-        if ins is None:
-            ins = self._in[edge.dst] = set()
-        ins.add(edge.src)
         slot = self._slot.get(pair)
         if slot is None:
             slot = self._slot[pair] = len(self._slot)
@@ -163,7 +150,25 @@ class InteractionGraph:
                 self._w = np.concatenate([self._w, np.zeros(slot, np.float64)])
             self._src[slot] = self._agent(edge.src)
             self._dst[slot] = self._agent(edge.dst)
+            self._out.setdefault(edge.src, {})[edge.dst] = 1
+            self._in.setdefault(edge.dst, set()).add(edge.src)
+        else:
+            self._out[edge.src][edge.dst] += 1
         self._w[slot] += 1.0
+        ts = edge.time
+        d = int(ts // DAY)
+        day = self.days.get(d)
+        if day is None:
+            day = self.days[d] = {}
+            self._day_slots[d] = array("i")
+            self.day_interactions[d] = 0
+        had = day.get(pair)
+        if had is None:
+            day[pair] = 1
+            self._day_slots[d].append(slot)  # the day's pairs in insertion (= dict) order
+        else:
+            day[pair] = had + 1
+        self.day_interactions[d] += 1
         if self._now is not None and ts <= self._now - self.window_width:
             self.late_total += 1
             return
@@ -199,7 +204,7 @@ class InteractionGraph:
         oldest = day_of(now) - (self.retain_days - 1)
         gone = sorted(d for d in self.days if d < oldest)
         for d in gone:
-            del self.day_interactions[d]
+            del self.day_interactions[d], self._day_slots[d]
         return {d: self.days.pop(d) for d in gone}
 
     def drain_delta(self) -> Weights:
@@ -219,6 +224,17 @@ class InteractionGraph:
         per distinct pair (views: do not modify)."""
         m = len(self._slot)
         return self._names, self._src[:m], self._dst[:m], self._w[:m]
+
+    def day_arrays(self, day: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A retained day's graph as (src, dst) agent indices (of :meth:`agent_names`) and
+        weights, one entry per distinct pair, without a pass of Python over the pairs."""
+        slots = np.frombuffer(self._day_slots[day], dtype=np.int32)
+        w = np.fromiter(self.days[day].values(), np.float64, len(slots))
+        return self._src[slots], self._dst[slots], w
+
+    def agent_names(self) -> list[str]:
+        """Every agent of the cumulative graph, by index (do not modify)."""
+        return self._names
 
     def cumulative(self) -> Weights:
         """The cumulative graph as {(src, dst): weight} (a copy)."""

@@ -38,7 +38,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from itertools import compress
 from typing import Any, Literal
 
 import numpy as np
@@ -125,6 +124,26 @@ def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+class Names(Sequence[str]):
+    """Agent names by position, read through an index array from a name list (no per-agent
+    Python work until a name is asked for)."""
+
+    __slots__ = ("ids", "names")
+
+    def __init__(self, ids: np.ndarray, names: Sequence[str | None]) -> None:
+        self.ids, self.names = ids, names
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
+        return self.names[self.ids[i]]  # type: ignore[return-value]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        names = self.names
+        return (names[i] for i in self.ids.tolist())
+
+
 # ----------------------------------------------------------------------------------------------
 # the window's PageRank, kept current
 # ----------------------------------------------------------------------------------------------
@@ -156,6 +175,7 @@ class WindowPageRank:
         self._ed = np.zeros(0, np.int64)
         self._ew = np.zeros(0, np.float64)
         self._p = np.zeros(0)
+        self._alive = np.zeros(0, bool)
         self._dirty = False
         self.iterations = 0  # of the last computation
 
@@ -195,6 +215,7 @@ class WindowPageRank:
                         self._name[x] = None
                         self._free.append(x)
                         self._p[x] = 0.0
+                        self._alive[x] = False
             self._dirty = True
 
     def _node(self, name: str) -> int:
@@ -209,8 +230,11 @@ class WindowPageRank:
             self._name.append(name)
             self._deg.append(0)
             if u >= len(self._p):
-                self._p = np.concatenate([self._p, np.zeros(max(64, len(self._p)))])
+                grow = max(64, len(self._p))
+                self._p = np.concatenate([self._p, np.zeros(grow)])
+                self._alive = np.concatenate([self._alive, np.zeros(grow, bool)])
         self._p[u] = 0.0  # a fresh node starts from the uniform share (see vector)
+        self._alive[u] = True
         self._id[name] = u
         return u
 
@@ -223,14 +247,14 @@ class WindowPageRank:
         self._slot_free.extend(range(size - 1, n, -1))
         return n
 
-    def vector(self) -> tuple[list[str], np.ndarray]:
+    def vector(self) -> tuple[Names, np.ndarray]:
         """(agent names, PageRank) over the live nodes, brought up to date."""
         size = len(self._name)
-        alive = np.zeros(size, bool)
-        alive[list(self._id.values())] = True
-        n = int(alive.sum())
+        alive = self._alive[:size]
+        ids = np.flatnonzero(alive)
+        n = len(ids)
         if not n:
-            return [], np.zeros(0)
+            return Names(ids, []), np.zeros(0)
         if self._dirty:
             live = self._ew > 0
             es, ed, ew = self._es[live], self._ed[live], self._ew[live]
@@ -238,9 +262,7 @@ class WindowPageRank:
             m = sp.csr_matrix((ew / outw[es], (ed, es)), shape=(size, size))
             dangling = alive & (outw == 0)
             p = self._p[:size].copy()
-            fresh = alive & (p == 0)
-            p[fresh] = 1.0 / n
-            p[~alive] = 0.0
+            p[alive & (p == 0)] = 1.0 / n  # fresh nodes
             p /= p.sum()
             it = 0
             for it in range(1, self.max_iter + 1):  # noqa: B007 (the count is reported)
@@ -253,8 +275,7 @@ class WindowPageRank:
             self.iterations = it
             self._p[:size] = p
             self._dirty = False
-        p = self._p[:size]
-        return list(compress(self._name, alive.tolist())), p[alive]  # type: ignore[arg-type]
+        return Names(ids, list(self._name)), self._p[ids]
 
     def scores(self) -> dict[str, float]:
         names, p = self.vector()
@@ -390,7 +411,8 @@ class InfluenceEngine:
         self._cum_n = 0  # interactions behind the cumulative vector
         self._cum_due: float = -math.inf
         self._days: dict[int, dict[str, Any]] = {}  # closed days' summaries
-        self._open_cache: dict[int, tuple[int, _Summary]] = {}
+        # open days: (interactions, summary, agent ids, PageRank) of the last computation
+        self._open_cache: dict[int, tuple[int, _Summary, np.ndarray, np.ndarray]] = {}
         self._persist: dict[str, _Persistence] = {}
         self._streaks_total = 0
         self._streak_seconds_sum = 0.0
@@ -426,8 +448,8 @@ class InfluenceEngine:
         self._track(summary.supernodes, now)
         self._window, self._window_time = summary, now
         self._win, self._win_index = (names, p), None
-        for d, weights in self.graph.days.items():  # open days, when grown enough
-            self._day_summary(d, weights, 0.0 if full else self.config.day_growth)
+        for d in self.graph.days:  # open days, when grown enough
+            self._day_summary(d, 0.0 if full else self.config.day_growth)
         total = self.graph.interactions_total
         if full or (now >= self._cum_due and total > self._cum_n * (
                 1 + self.config.cumulative_growth)):
@@ -442,18 +464,36 @@ class InfluenceEngine:
         self.refreshes_total += 1
 
     # -- days --------------------------------------------------------------------------------
-    def _day_summary(self, d: int, weights: Mapping[Pair, int], growth: float) -> _Summary:
+    def _day_summary(self, d: int, growth: float) -> _Summary:
+        """An open day's exact PageRank summary, recomputed (warm-started from the day's last
+        vector) once the day's interactions grew by ``growth``; 0 = whenever it changed."""
         n = self.graph.day_interactions.get(d, 0)
         hit = self._open_cache.get(d)
-        if hit is None or n > hit[0] * (1 + growth) or (growth == 0 and n != hit[0]):
-            hit = (n, summarise(pagerank_exact(weights, self.config.alpha), len(weights),
-                                self.config.top_n))
-            self._open_cache[d] = hit
-        return hit[1]
+        if hit is not None and (n == hit[0] or (growth and n <= hit[0] * (1 + growth))):
+            return hit[1]
+        src, dst, w = self.graph.day_arrays(d)
+        m = len(src)
+        ids, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+        start = None
+        if hit is not None and len(hit[2]):
+            prev_ids, prev_p = hit[2], hit[3]
+            pos = np.minimum(np.searchsorted(prev_ids, ids), len(prev_ids) - 1)
+            start = np.where(prev_ids[pos] == ids, prev_p[pos], 1.0 / len(ids))
+        p = pagerank_arrays(inv[:m], inv[m:], w, len(ids), self.config.alpha, start=start)
+        summary = summarise_vector(Names(ids, self.graph.agent_names()), p, m,
+                                   self.config.top_n)
+        self._open_cache[d] = (n, summary, ids, p)
+        return summary
 
     def _close_day(self, d: int, weights: Mapping[Pair, int]) -> None:
-        self._days[d] = self._day_summary(d, weights, 0.0).as_dict()
-        self._open_cache.pop(d, None)
+        """A day left the graph's retention: its summary, exact, is kept."""
+        hit = self._open_cache.pop(d, None)
+        if hit is not None and hit[0] == sum(weights.values()):
+            summary = hit[1]
+        else:  # changed since its last computation (or never computed): once, from the dict
+            summary = summarise(pagerank_exact(weights, self.config.alpha), len(weights),
+                                self.config.top_n)
+        self._days[d] = summary.as_dict()
         while len(self._days) > self.config.days_kept:
             del self._days[min(self._days)]
 
@@ -461,9 +501,9 @@ class InfluenceEngine:
         """Per-day summaries (closed and open days) with super-node turnover vs the day before;
         an open day's figures are as of its last exact computation (see ``day_growth``)."""
         days = dict(self._days)
-        for d, weights in self.graph.days.items():
+        for d in self.graph.days:
             hit = self._open_cache.get(d)
-            days[d] = (hit[1] if hit else self._day_summary(d, weights, 0.0)).as_dict()
+            days[d] = (hit[1] if hit else self._day_summary(d, 0.0)).as_dict()
         out: dict[str, dict[str, Any]] = {}
         prev: set[str] | None = None
         prev_day: int | None = None
