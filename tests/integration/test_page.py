@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import uuid
@@ -25,6 +26,7 @@ import redis
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, sync_playwright
 
 from detectors.alert import Alert, fingerprint
+from service.api.app import create_app
 from service.config import Settings
 from service.delivery.history import AlertHistory
 from service.embedded import ManagedProcess, free_port, port_open
@@ -311,6 +313,21 @@ def test_api_docs_are_served_from_the_package(seeded: tuple[Settings, redis.Redi
     assert w.errors == []
     assert w.hosts == {"127.0.0.1"}
     w.page.close()
+
+
+async def test_page_and_docs_reference_only_packaged_assets() -> None:
+    app = httpx.ASGITransport(app=create_app())  # no lifespan: these routes need no Redis
+    async with httpx.AsyncClient(transport=app, base_url="http://moltscope.test") as client:
+        for path in ("/", "/docs", "/redoc"):
+            html = await client.get(path)
+            assert html.status_code == 200
+            assert html.headers["content-type"].startswith("text/html")
+            assets = re.findall(r'(?:src|href)="([^"]+)"', html.text)
+            assert assets and not any("//" in a for a in assets), (path, assets)
+            for asset in assets:
+                if asset.startswith(("/static/", "static/")):
+                    got = await client.get("/" + asset.lstrip("/"))
+                    assert got.status_code == 200, asset
 
 
 def test_static_assets_ship_with_their_licences() -> None:
