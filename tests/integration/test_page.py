@@ -107,7 +107,9 @@ def snapshot(rng: np.random.Generator, step: int, now: float, agents: list[str])
         "supernode_history": {a: {"first_seen": since, "last_seen": since, "windows": 12 - i,
                                   "current_streak_since": since, "longest_streak_seconds": 3600}
                               for i, a in enumerate(agents[:3])},
-        "pagerank_daily": {d: {"nodes": 500, "edges": 900, "top_mass": {}, "top": [],
+        "pagerank_daily": {d: {"nodes": 500, "edges": 900, "top_mass": {},
+                               "top": [{"agent": a, "pagerank": 0.04 / (j + 1)}
+                                       for j, a in enumerate(agents[:4])],
                                "supernodes": agents[i % 2: 2 + i % 2],
                                "supernode_turnover_jaccard": None} for i, d in enumerate(days)},
     }
@@ -252,7 +254,11 @@ def test_the_page_shows_what_the_api_serves(seeded: tuple[Settings, redis.Redis,
     # super-nodes with their days, and the agent look-up
     assert w.page.eval_on_selector_all("#supernodes-table tbody tr",
                                        "rs => rs.map(r => r.dataset.agent)") == agents[:3]
-    assert w.page.locator("#supernodes-table .strip i.on").count() > 0
+    # days: grok-1 a super-node every other day, top-ranked the others
+    first = w.page.locator("#supernodes-table tbody tr").first.locator(".strip i")
+    assert [c.split() for c in first.evaluate_all("is => is.map(i => i.className)")] == [
+        ["on"], ["top"], ["on"], ["top"], ["on"], ["top"], ["on"]]
+    assert first.nth(1).get_attribute("title").endswith("top-ranked, #1, PageRank 0.04")
     w.page.fill("#agent-name", agents[1])
     w.page.click("#agent-form button")
     w.page.wait_for_selector(f"#agent-result dl[data-agent='{agents[1]}']", timeout=WAIT_MS)

@@ -345,11 +345,17 @@ async function renderSupernodes() {
   $("#supernodes-meta").textContent = `${(win.supernodes || []).length} above the largest ` +
     `PageRank gap in the window graph (${fmt(win.nodes)} agents, ${fmt(win.edges)} edges` +
     (win.time ? `, as of ${when(win.time)}` : "") + ")" +
-    (days.length ? `; strip: the last ${days.length} days, filled when a super-node that day` : "");
+    (days.length ? `; days: the last ${days.length}, dark when a super-node that day, light when ` +
+                    "among the day's top-ranked" : "");
   body.replaceChildren(...(win.supernodes || []).map((name) => {
     const h = (history || {})[name] || {};
-    const strip = el("span", {class: "strip"}, ...days.map((d) => el("i", {
-      class: (daily[d].supernodes || []).includes(name) ? "on" : "", title: d})));
+    const strip = el("span", {class: "strip"}, ...days.map((d) => {
+      const top = (daily[d].top || []).findIndex((t) => t.agent === name);
+      const on = (daily[d].supernodes || []).includes(name);
+      return el("i", {class: on ? "on" : top >= 0 ? "top" : "",
+                      title: `${d}: ${on ? "super-node" : top >= 0 ? "top-ranked" : "not top-ranked"}` +
+                             (top >= 0 ? `, #${top + 1}, PageRank ${fmt(daily[d].top[top].pagerank)}` : "")});
+    }));
     return el("tr", {"data-agent": name}, el("td", {}, agentLink(name)),
               el("td", {class: "num", text: fmt(score.get(name))}),
               el("td", {text: when(h.current_streak_since || h.first_seen)}),
