@@ -26,7 +26,6 @@ import redis
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, sync_playwright
 
 from detectors.alert import Alert, fingerprint
-from service.api.app import create_app
 from service.config import Settings
 from service.delivery.history import AlertHistory
 from service.embedded import ManagedProcess, free_port, port_open
@@ -268,6 +267,11 @@ def test_the_page_shows_what_the_api_serves(seeded: tuple[Settings, redis.Redis,
     w.page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
     assert w.errors == []
     assert w.hosts == {"127.0.0.1"}
+    # an unknown name is said so (the browser itself logs the API's 404)
+    w.page.fill("#agent-name", "no-such-agent")
+    w.page.click("#agent-form button")
+    w.page.wait_for_selector("#agent-result >> text=no agent no-such-agent", timeout=WAIT_MS)
+    assert len(w.errors) == 1 and "404" in w.errors[0]
     w.page.close()
 
 
@@ -321,19 +325,18 @@ def test_api_docs_are_served_from_the_package(seeded: tuple[Settings, redis.Redi
     w.page.close()
 
 
-async def test_page_and_docs_reference_only_packaged_assets() -> None:
-    app = httpx.ASGITransport(app=create_app())  # no lifespan: these routes need no Redis
-    async with httpx.AsyncClient(transport=app, base_url="http://moltscope.test") as client:
+def test_page_and_docs_reference_only_packaged_assets(
+        seeded: tuple[Settings, redis.Redis, str]) -> None:
+    with httpx.Client(base_url=seeded[2], timeout=10) as client:
         for path in ("/", "/docs", "/redoc"):
-            html = await client.get(path)
+            html = client.get(path)
             assert html.status_code == 200
             assert html.headers["content-type"].startswith("text/html")
             assets = re.findall(r'(?:src|href)="([^"]+)"', html.text)
             assert assets and not any("//" in a for a in assets), (path, assets)
             for asset in assets:
                 if asset.startswith(("/static/", "static/")):
-                    got = await client.get("/" + asset.lstrip("/"))
-                    assert got.status_code == 200, asset
+                    assert client.get("/" + asset.lstrip("/")).status_code == 200, asset
 
 
 def test_static_assets_ship_with_their_licences() -> None:

@@ -368,7 +368,13 @@ async function lookUp(name) {
   name = name.trim();
   if (!name) return;
   out.replaceChildren(el("p", {class: "muted", text: `looking up ${name}…`}));
-  const r = await fetch(`v1/agents/${encodeURIComponent(name)}`, {cache: "no-store"});
+  let r;
+  try {
+    r = await fetch(`v1/agents/${encodeURIComponent(name)}`, {cache: "no-store"});
+  } catch (err) {
+    out.replaceChildren(el("p", {class: "error", text: `look-up failed: ${err.message}`}));
+    return;
+  }
   if (r.status === 404) {
     out.replaceChildren(el("p", {class: "muted", text: `no agent ${name} in the interaction graph`}));
     return;
