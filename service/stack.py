@@ -114,8 +114,8 @@ class Stack:
                 raise KeyboardInterrupt
 
         # set, not inherited: a shell's `&` leaves SIGINT ignored, and then the children
-        # would be told to stop but not the supervisor
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        # would be told to stop but not the supervisor; SIGHUP: the terminal closed
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, on_signal)
         code = 0
         try:

@@ -105,12 +105,14 @@ def finish(proc: subprocess.Popen[str], timeout: float = 60.0) -> tuple[int, str
     return proc.returncode, out
 
 
-@pytest.mark.parametrize("ignore_sigint", [False, True], ids=["terminal", "background"])
-def test_ctrl_c_stops_every_child_in_order_and_exits_0(tmp_path: Path,
+@pytest.mark.parametrize(("sig", "ignore_sigint"), [
+    (signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGHUP, False)],
+    ids=["ctrl-c", "ctrl-c-background", "terminal-closed"])
+def test_ctrl_c_stops_every_child_in_order_and_exits_0(tmp_path: Path, sig: signal.Signals,
                                                        ignore_sigint: bool) -> None:
     proc, record = supervise(tmp_path, "none", ignore_sigint)
     wait_for(lambda: children_up(record, 5))
-    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its foreground group
+    os.killpg(proc.pid, sig)  # the terminal signals its foreground process group
     code, out = finish(proc)
     assert code == 0, out
     assert out.rstrip().endswith("moltscope: stopped"), out
