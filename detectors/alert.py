@@ -13,17 +13,18 @@ transitions, so that re-evaluating the same incident never fires it twice:
   it re-opens as ``updated`` with its original ``starts_at`` instead of firing again.
 
 The fingerprint is a hash of (type, key): stable across evaluations, processes and replays.
-Time is event time (what the stream says), so a replay gives the same alerts as the live run.
+Time is event time (what the stream says), so a replay gives the same alerts as the live run;
+the book takes it as unix seconds (the one time type of the engines) and writes the alerts'
+times as aware UTC datetimes (their published form).
 
->>> from datetime import datetime, timedelta, timezone
->>> t0 = datetime(2026, 2, 8, 8, 0, tzinfo=timezone.utc)
+>>> t0 = 1770537600.0  # 2026-02-08 08:00 UTC
 >>> book = AlertBook(resolve_after_s=60)
 >>> f = Finding("surge", "token:CLAW", "warning", "CLAW surge", {"posts": 12}, score=12)
 >>> [a.state for a in book.reconcile(t0, "surge", [f])]
 ['firing']
->>> book.reconcile(t0 + timedelta(seconds=10), "surge", [f])   # same incident: nothing new
+>>> book.reconcile(t0 + 10, "surge", [f])   # same incident: nothing new
 []
->>> [(a.state, a.ends_at) for a in book.reconcile(t0 + timedelta(seconds=80), "surge", [])]
+>>> [(a.state, a.ends_at) for a in book.reconcile(t0 + 80, "surge", [])]
 [('resolved', datetime.datetime(2026, 2, 8, 8, 0, 10, tzinfo=datetime.timezone.utc))]
 """
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -42,6 +43,10 @@ from streams.state.base import Sample
 Severity = Literal["info", "warning", "critical"]
 AlertState = Literal["firing", "updated", "resolved"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
+
+
+def _at(t: float) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
 
 
 def fingerprint(alert_type: str, key: str) -> str:
@@ -113,8 +118,10 @@ class AlertBook:
         self._closed: deque[Alert] = deque(maxlen=max_closed)
         self.fired_total: dict[tuple[str, str], int] = {}
 
-    def reconcile(self, now: datetime, alert_type: str, findings: list[Finding]) -> list[Alert]:
-        """Transitions caused by one detector's findings at ``now`` (its full current list)."""
+    def reconcile(self, t: float, alert_type: str, findings: list[Finding]) -> list[Alert]:
+        """Transitions caused by one detector's findings at ``t`` (unix seconds; its full
+        current list)."""
+        now = _at(t)
         self._forget_cooled(now)
         out: list[Alert] = []
         seen: set[str] = set()
@@ -130,8 +137,9 @@ class AlertBook:
                 out.append(self._resolve(fp, entry, now))
         return out
 
-    def resolve_all(self, now: datetime) -> list[Alert]:
-        """Close every open incident (end of a replay, or shutdown)."""
+    def resolve_all(self, t: float) -> list[Alert]:
+        """Close every open incident (end of a replay, or shutdown) at ``t`` (unix seconds)."""
+        now = _at(t)
         return [self._resolve(fp, e, now) for fp, e in list(self._open.items())]
 
     def firing(self) -> list[Alert]:

@@ -1,60 +1,58 @@
-"""Lexical burst detector: an n-gram born and adopted by many agents fast.
+"""Lexical burst detector: a new phrase adopted by many distinct agents within hours.
 
-Word n-grams (lower-cased word 3-grams by default, dropping those over half stop-words, as the
-cascade definition of metrics B) are read from posts and comments. An n-gram is *born* the first
-time it is seen after the warm-up (``warmup_s`` and ``warmup_texts``; anything seen during the
-warm-up, or within the last ``memory_s``, is old). It bursts when, within ``max_age_s`` of its
-birth, at least ``min_adopters`` distinct agents used it, at a cascade growth rate of at least
-``min_rate_per_h`` adopters an hour since birth, in at least ``min_text_share`` of all texts
-since its birth (a common phrase of a busy hour is not a burst), and in at least
-``min_distinct_text_share`` x adopters different texts (texts differing only by numbers, ids
-or emojis count as one): copy-pasted floods are the surge
-detector's business, a lexical burst is a phrase spreading through different sentences. All
-n-grams of one burst (sharing a word that is not a stop-word, or most of their adopters) are
-reported as one incident, keyed by the earliest-born n-gram, which stays tracked past
-``max_age_s`` while it keeps gaining adopters (none for ``quiet_s`` ends it).
+The phrases are the word n-grams of posts and comments (word 3-grams by default, read from
+``item.text.word_ngram_ids(n)``: the one tokeniser's word tokens, lower case, URLs removed; an
+n-gram over half stop-words is never reported, as in the cascade definition of metrics B). An
+n-gram is *born* the first time it is seen after the warm-up (``warmup_s`` and ``warmup_texts``;
+anything seen during the warm-up, or within the last ``memory_s``, is old). It bursts when,
+within ``max_age_s`` of its birth, at least ``min_adopters`` distinct agents used it, at a growth
+rate of at least ``min_rate_per_h`` adopters an hour since birth, in at least ``min_text_share``
+of all texts since its birth (a common phrase of a busy hour is not a burst). Whether the
+adopters paste near-identical texts or weave the phrase into varied posts of their own, it is
+the same burst (issue 10 item 7); the surge detector says separately whether a campaign is
+coordinated. All n-grams of one burst (sharing a word that is not a stop-word, or most of their
+adopters) are one incident, keyed by the earliest-born n-gram, which stays tracked past
+``max_age_s`` while it keeps gaining adopters (none for ``quiet_s`` ends it). The evidence
+carries the readable phrase (recovered from the text that made it a candidate).
 
-Memory: a last-seen time per distinct n-gram hash for ``memory_s`` (at most ``max_seen``,
-oldest evicted); one tuple per n-gram born within ``max_age_s`` with a single adopter, and the
-adopters (at most ``max_adopters``) of those with more.
+Cost: per text, a handful of C-level set operations over its n-gram ids (amortised O(n-grams),
+no Python loop over them); Python work only for n-grams born recently and seen again. Expiry is
+by generations: the n-grams seen are kept in sets of ``memory_s / seen_generations`` of event
+time each, the singly-used young n-grams in dicts of ``max_age_s / young_generations``; dropping
+the oldest generation is one deallocation, never a scan. An n-gram is therefore old when seen
+within the last ``memory_s`` (up to ``memory_s + memory_s / seen_generations`` ago: the bound of
+the generation scheme).
 
+Memory: the distinct n-grams of ``memory_s`` (one set entry each per generation they occur in;
+when the seen sets exceed ``max_seen`` entries the oldest generation goes early), one dict entry
+per n-gram born within ``max_age_s`` with a single adopter (pointing at its text's record), and
+the adopters (at most ``max_adopters``) of the few with more. Items without an author count as
+texts and make n-grams old, but adopt nothing.
+
+>>> from streams.state.base import Item
+>>> from streams.text import Text
+>>> from streams.events import PostEvent
 >>> d = BurstDetector(BurstConfig(warmup_s=0, warmup_texts=0, min_adopters=5))
 >>> for i, w in enumerate(["red", "green", "blue", "gold", "pink", "gray"]):
-...     d.observe_text(60.0 * i, f"agent{i}", f"p{i}", f"{w} zorblax quantum lattice rules")
+...     text = Text.of(f"{w} zorblax quantum lattice rules")
+...     d.update(Item(PostEvent.model_construct(post_id=f"p{i}"), 60.0 * i, f"agent{i}", text))
 >>> [(f.evidence["ngram"], f.evidence["adopters"]) for f in d.findings(400.0)]
 [('quantum lattice rules', 6)]
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
+import heapq
+from collections import deque
 from dataclasses import dataclass, field
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from detectors.alert import Finding, Severity
-from streams.events import CommentEvent, Event, PostEvent
+from streams.events import CommentEvent, PostEvent
+from streams.state.base import Item, Sample, Snapshot
 
-_URL = re.compile(r"https?://\S+")
-_HAS_DIGIT = re.compile(r"\S*\d\S*")
-_LETTERS = re.compile(r"[^\W\d_]+")
-_WORD = re.compile(r"[^\W\d_][\w'-]*")
-
-
-def ngrams(text: str, n: int = 3) -> set[str]:
-    """Lower-cased word n-grams, URLs removed, those over half stop-words dropped.
-
-    >>> sorted(ngrams("The zorblax lattice is here, https://x.io now"))
-    ['the zorblax lattice', 'zorblax lattice is']
-    """
-    words = _WORD.findall(_URL.sub(" ", text.lower()))
-    out = set()
-    for i in range(len(words) - n + 1):
-        g = words[i:i + n]
-        if sum(w in ENGLISH_STOP_WORDS for w in g) * 2 <= n:
-            out.add(" ".join(g))
-    return out
+STOP_WORDS = frozenset(ENGLISH_STOP_WORDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,126 +62,189 @@ class BurstConfig:
     min_rate_per_h: float = 6.0
     max_age_s: float = 3 * 3600.0
     quiet_s: float = 1800.0
-    min_distinct_text_share: float = 0.6
     min_text_share: float = 0.03
     memory_s: float = 24 * 3600.0
     warmup_s: float = 3600.0
     warmup_texts: int = 1000
-    max_seen: int = 5_000_000
+    seen_generations: int = 2
+    young_generations: int = 2
+    max_seen: int = 20_000_000
     max_adopters: int = 500
-    max_text_chars: int = 5_000
 
 
 @dataclass(slots=True)
 class _Young:
+    """An n-gram born recently with at least two adopters."""
+
+    phrase: str
     born: float
     texts_at_birth: int
     uses: int = 0
     adopters: dict[str, float] = field(default_factory=dict)
-    texts: set[str] = field(default_factory=set)
     posts: list[str] = field(default_factory=list)
+
+
+def _post_id(item: Item) -> str:
+    e = item.event
+    return f"{e.post_id}/{e.comment_id}" if isinstance(e, CommentEvent) else e.post_id
 
 
 class BurstDetector:
     type = "burst"
 
     def __init__(self, config: BurstConfig | None = None) -> None:
-        self.cfg = config or BurstConfig()
-        self._seen: dict[bytes, float] = {}
-        self._young: dict[str, _Young] = {}
-        # born, author, text, post, texts seen before its birth
-        self._single: dict[str, tuple[float, str, str, str, int]] = {}
+        self.cfg = cfg = config or BurstConfig()
+        self._seen_gen_s = cfg.memory_s / cfg.seen_generations
+        self._young_gen_s = cfg.max_age_s / cfg.young_generations
+        # (generation index, the n-grams seen in it), newest last
+        self._seen: deque[tuple[int, set[int]]] = deque()
+        # (generation index, n-gram -> record of its only adopter's text), newest last
+        self._single: deque[tuple[int, dict[int, int]]] = deque()
+        # (t, author, post id, texts before it) of the texts that gave birth to n-grams, in
+        # order; a record's number is its position plus the number of records dropped
+        self._records: deque[tuple[float, str | None, str, int]] = deque()
+        self._record_base = 0
+        self._young: dict[int, _Young] = {}
+        self._young_due: list[tuple[float, int]] = []  # heap: (when to re-check, n-gram)
         self._start: float | None = None
         self._texts = 0
-        self._reported: dict[str, float] = {}
-        self._dirty: set[str] = set()
-        self._expired_at: float | None = None
+        self._anonymous = 0
+        self._reported: dict[int, float] = {}
+        self._dirty: set[int] = set()
 
-    def observe_event(self, event: Event) -> None:
-        if isinstance(event, PostEvent):
-            self.observe_text(event.event_time.timestamp(), event.author, event.post_id,
-                              event.text)
-        elif isinstance(event, CommentEvent):
-            self.observe_text(event.event_time.timestamp(), event.author,
-                              f"{event.post_id}/{event.comment_id}", event.content)
-
-    def observe_text(self, t: float, author: str, post_id: str, text: str) -> None:
-        cfg = self.cfg
+    def update(self, item: Item) -> None:
+        if item.text is None or not isinstance(item.event, PostEvent | CommentEvent):
+            return
+        cfg, t, author = self.cfg, item.t, item.author
         if self._start is None:
             self._start = t
         self._texts += 1
-        warm = t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts
-        text = text[:cfg.max_text_chars]
-        # texts that differ only by numbers, ids or emojis are one text (a template)
-        template = " ".join(_LETTERS.findall(_HAS_DIGIT.sub(" ", text.lower())))
-        text_id = hashlib.blake2b(template.encode(), digest_size=8).hexdigest()
-        for g in ngrams(text, cfg.n):
-            h = hashlib.blake2b(g.encode(), digest_size=8).digest()
-            last = self._seen.pop(h, None)
-            self._seen[h] = t  # re-inserted: the dict stays ordered by last sight
+        if author is None:
+            self._anonymous += 1
+        ids = item.text.word_ngram_ids(cfg.n).tolist()
+        grams = set(ids)
+        if not grams:
+            return
+        gen = int(t // self._seen_gen_s)
+        if not self._seen or self._seen[-1][0] < gen:
+            self._seen.append((gen, set()))
+        young = self._young.keys() & grams if self._young else ()
+        for g in young:
+            y = self._young[g]
+            y.uses += 1
+            self._dirty.add(g)
+            if author is not None and author not in y.adopters \
+                    and len(y.adopters) < cfg.max_adopters:
+                y.adopters[author] = t
+                y.posts.append(_post_id(item))
+        if not (t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts):
+            self._seen[-1][1].update(grams)  # warm-up: everything seen is old
+            return
+        for _, singles in self._single:
+            for g in singles.keys() & grams:
+                if self._promote(g, singles[g], item, ids):
+                    del singles[g]
+        # young and single n-grams are in the seen sets since their birth: not new
+        new = grams.difference(*(s for _, s in reversed(self._seen)))
+        self._seen[-1][1].update(grams)
+        if new:
+            ygen = int(t // self._young_gen_s)
+            if not self._single or self._single[-1][0] < ygen:
+                self._single.append((ygen, {}))
+            self._records.append((t, author, _post_id(item), self._texts - 1))
+            self._single[-1][1].update(dict.fromkeys(new, self._record_base
+                                                     + len(self._records) - 1))
+
+    def _promote(self, g: int, rec: int, item: Item, ids: list[int]) -> bool:
+        """A singly-used young n-gram used again: tracked in full from a second adopter on.
+        False while it is still singly used (the same agent again, or no agent)."""
+        i = rec - self._record_base
+        if i < 0:
+            return True  # its record is older than max_age_s: no longer young
+        born, first, post, texts_before = self._records[i]
+        author = item.author
+        if item.t - born > self.cfg.max_age_s:
+            return True
+        if author is None or first == author:
+            return False
+        i = ids.index(g)
+        words = item.text.words[i:i + self.cfg.n]  # type: ignore[union-attr]
+        if sum(w in STOP_WORDS for w in words) * 2 > self.cfg.n:
+            return True  # over half stop-words: never a burst
+        phrase = " ".join(words)
+        adopters = {first: born} if first is not None else {}
+        adopters[author] = item.t
+        self._young[g] = _Young(phrase, born, texts_before, 2, adopters, [post, _post_id(item)])
+        heapq.heappush(self._young_due, (born + self.cfg.max_age_s, g))
+        self._dirty.add(g)
+        return True
+
+    def expire(self, now: float) -> None:
+        cfg = self.cfg
+        oldest = int((now - cfg.memory_s) // self._seen_gen_s)
+        while self._seen and (self._seen[0][0] < oldest
+                              or sum(len(s) for _, s in self._seen) > cfg.max_seen
+                              and len(self._seen) > 1):
+            self._seen.popleft()
+        oldest = int((now - cfg.max_age_s) // self._young_gen_s)
+        while self._single and self._single[0][0] < oldest:
+            self._single.popleft()
+        while self._records and now - self._records[0][0] > cfg.max_age_s:
+            self._records.popleft()
+            self._record_base += 1
+        # past max_age an n-gram is no longer young, unless its open burst still spreads
+        while self._young_due and self._young_due[0][0] < now:
+            _, g = heapq.heappop(self._young_due)
             y = self._young.get(g)
-            if y is not None:
-                y.uses += 1
-                self._dirty.add(g)
-                if author not in y.adopters and len(y.adopters) < cfg.max_adopters:
-                    y.adopters[author] = t
-                    y.texts.add(text_id)
-                    y.posts.append(post_id)
-            elif (single := self._single.get(g)) is not None:
-                if single[1] != author:  # a second adopter: track it in full
-                    del self._single[g]
-                    self._dirty.add(g)
-                    self._young[g] = _Young(single[0], single[4], 2,
-                                            {single[1]: single[0], author: t},
-                                            {single[2], text_id}, [single[3], post_id])
-            elif last is None and warm:
-                self._single[g] = (t, author, text_id, post_id, self._texts - 1)
+            if y is None:
+                continue
+            last = max(y.adopters.values(), default=y.born)
+            if g in self._reported and now - last <= cfg.quiet_s and now - y.born <= cfg.memory_s:
+                heapq.heappush(self._young_due, (min(last + cfg.quiet_s, y.born + cfg.memory_s)
+                                                 + 1.0, g))
+            else:
+                del self._young[g]
 
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg
-        if self._expired_at is None or now - self._expired_at >= 60.0:
-            self._expire(now)
-            self._expired_at = now
-        hits: list[tuple[str, _Young]] = []
+        hits: list[tuple[int, _Young]] = []
         # only n-grams used since the last evaluation can newly qualify; open ones are re-judged
         for g in self._dirty | self._reported.keys():
             y = self._young.get(g)
             if y is None:
                 continue
             n = len(y.adopters)
-            if n < 2:
-                continue
             ongoing = g in self._reported
             need = cfg.min_adopters * (0.5 if ongoing else 1.0)
             rate = n / max((now - y.born) / 3600.0, 1 / 60)
             share = y.uses / max(self._texts - y.texts_at_birth, 1)
-            if (n >= need and (ongoing or (rate >= cfg.min_rate_per_h
-                                           and share >= cfg.min_text_share))
-                    and len(y.texts) >= cfg.min_distinct_text_share * n):
+            if n >= need and (ongoing or (rate >= cfg.min_rate_per_h
+                                          and share >= cfg.min_text_share)):
                 hits.append((g, y))
         self._dirty.clear()
-        hits.sort(key=lambda gy: (gy[0] not in self._reported, gy[1].born, gy[0]))
-        groups: list[tuple[str, _Young, list[str]]] = []
+        hits.sort(key=lambda gy: (gy[0] not in self._reported, gy[1].born, gy[1].phrase))
+        groups: list[tuple[int, _Young, list[str]]] = []
         for g, y in hits:
-            words = set(g.split()) - ENGLISH_STOP_WORDS
-            host = next((h for h in groups if words & set(h[0].split())
+            words = set(y.phrase.split()) - STOP_WORDS
+            host = next((h for h in groups if words & set(h[1].phrase.split())
                          or len(y.adopters.keys() & h[1].adopters.keys())
                          >= 0.5 * min(len(y.adopters), len(h[1].adopters))), None)
             if host is None:
                 groups.append((g, y, []))
             else:
-                host[2].append(g)
+                host[2].append(y.phrase)
         self._reported = {g: y.born for g, y, _ in groups}
-        return [self._finding(g, y, related, now) for g, y, related in groups]
+        return [self._finding(y, related, now) for _, y, related in groups]
 
-    def _finding(self, g: str, y: _Young, related: list[str], now: float) -> Finding:
+    def _finding(self, y: _Young, related: list[str], now: float) -> Finding:
         n = len(y.adopters)
         hours = max((now - y.born) / 3600.0, 1 / 60)
         order = sorted(y.adopters.items(), key=lambda kv: kv[1])
         t_min = order[self.cfg.min_adopters - 1][1] if n >= self.cfg.min_adopters else None
         severity: Severity = "critical" if n >= 4 * self.cfg.min_adopters else "warning"
+        g = y.phrase
         evidence = {"ngram": g, "related_ngrams": related[:20], "born_at": y.born,
-                    "adopters": n, "distinct_texts": len(y.texts), "uses": y.uses,
+                    "adopters": n, "uses": y.uses,
                     "text_share": round(y.uses / max(self._texts - y.texts_at_birth, 1), 4),
                     "growth_rate_per_h": round(n / hours, 2),
                     "seconds_to_min_adopters": None if t_min is None else round(t_min - y.born),
@@ -193,22 +254,10 @@ class BurstDetector:
         return Finding(self.type, f"ngram:{g}", severity, summary, evidence, score=float(n),
                        labels={"ngram": g[:64]})
 
-    def _expire(self, now: float) -> None:
-        cfg = self.cfg
-        cutoff = now - cfg.memory_s
-        while self._seen:
-            h, t = next(iter(self._seen.items()))
-            if t >= cutoff and len(self._seen) <= cfg.max_seen:
-                break
-            del self._seen[h]
-        for g, y in list(self._young.items()):
-            # past max_age an n-gram is no longer young, unless its open burst still spreads
-            if now - y.born > cfg.max_age_s and (
-                    g not in self._reported or now - max(y.adopters.values()) > cfg.quiet_s
-                    or now - y.born > cfg.memory_s):
-                del self._young[g]
-        while self._single:  # insertion order is birth order
-            g, single = next(iter(self._single.items()))
-            if now - single[0] <= cfg.max_age_s:
-                break
-            del self._single[g]
+    def snapshot(self) -> Snapshot:
+        return Snapshot(samples=[
+            Sample("burst_young_ngrams", float(len(self._young)),
+                   help="Young n-grams with two or more adopters, tracked by the burst detector"),
+            Sample("burst_texts_unknown_author_total", float(self._anonymous), kind="counter",
+                   help="Texts without an author read by the burst detector"),
+        ])

@@ -17,9 +17,10 @@ in the same direction; it stays reported while later buckets stay beyond ``z_hol
 with fewer than ``min_posts`` posts are skipped. All rates moving down make one "collapse"
 incident, all moving up one "spike" (a rise of comments or votes per post is not judged).
 
-Memory: ``baseline_buckets`` values per rate, the open buckets, and the ids of the posts of the
-last ``reply_horizon_s + bucket_s`` (for the reply share); first-seen agents, at most
-``max_agents`` (least recently seen evicted).
+Posts and comments without an author count in every rate; they are simply not agents (no
+first appearance). Memory: ``baseline_buckets`` values per rate, the open buckets, and the ids
+of the posts of the last ``reply_horizon_s + bucket_s`` (for the reply share); first-seen
+agents, at most ``max_agents`` (least recently seen evicted).
 
 >>> from datetime import datetime, timedelta, timezone
 >>> from streams.events import CommentEvent, PostEvent
@@ -28,11 +29,11 @@ last ``reply_horizon_s + bucket_s`` (for the reply share); first-seen agents, at
 >>> found = []
 >>> for m in range(0, 24 * 60, 2):            # a post every 2 min, 3 comments each; then none
 ...     t = t0 + timedelta(minutes=m)
-...     d.observe_event(PostEvent(id=f"post:{m}", event_time=t, observed_at=t,
-...                               post_id=str(m), author=f"a{m % 50}"))
+...     d.update(Item.of(PostEvent(id=f"post:{m}", event_time=t, observed_at=t,
+...                                post_id=str(m), author=f"a{m % 50}")))
 ...     for c in range(3 if m < 20 * 60 else 0):
-...         d.observe_event(CommentEvent(id=f"comment:{m}.{c}", event_time=t, observed_at=t,
-...             comment_id=f"{m}.{c}", post_id=str(m), author=f"b{(m + c) % 40}"))
+...         d.update(Item.of(CommentEvent(id=f"comment:{m}.{c}", event_time=t, observed_at=t,
+...             comment_id=f"{m}.{c}", post_id=str(m), author=f"b{(m + c) % 40}")))
 ...     found += [f.key for f in d.findings(t.timestamp())]
 >>> sorted(set(found))
 ['collapse']
@@ -48,7 +49,8 @@ from dataclasses import dataclass, field
 from river.drift import PageHinkley
 
 from detectors.alert import Finding, Severity
-from streams.events import CommentEvent, Event, PostEvent, VoteEvent
+from streams.events import CommentEvent, PostEvent, VoteEvent
+from streams.state.base import Item, Sample, Snapshot
 
 RATES = ("comment_rate", "vote_rate", "reply_share", "new_agent_rate")
 # Comments and votes per post are means of heavy-tailed counts: one viral thread lifts them,
@@ -116,8 +118,8 @@ class EngagementDetector:
         self._closed_upto: int | None = None   # last bucket whose counts were judged
         self._replies_upto: int | None = None  # last bucket whose reply share was judged
 
-    def observe_event(self, event: Event) -> None:
-        t = event.event_time.timestamp()
+    def update(self, item: Item) -> None:
+        event, t = item.event, item.t
         if self._start is None:
             self._start = t
         b = self._bucket(t)
@@ -127,13 +129,13 @@ class EngagementDetector:
             b.posts += 1
             b.post_ids.add(event.post_id)
             self._post_bucket[event.post_id] = int(t // self.cfg.bucket_s)
-            self._seen(event.author, t, b)
+            self._seen(item.author, t, b)
         elif isinstance(event, CommentEvent):
             b.comments += 1
             pb = self._post_bucket.get(event.post_id)
             if pb is not None and pb in self._buckets:
                 self._buckets[pb].replied.add(event.post_id)
-            self._seen(event.author, t, b)
+            self._seen(item.author, t, b)
         elif isinstance(event, VoteEvent):
             b.votes += abs(event.delta_up) + abs(event.delta_down)
 
@@ -143,7 +145,9 @@ class EngagementDetector:
             return None  # late for a judged bucket: dropped rather than rewriting history
         return self._buckets.setdefault(idx, _Bucket())
 
-    def _seen(self, author: str, t: float, b: _Bucket) -> None:
+    def _seen(self, author: str | None, t: float, b: _Bucket) -> None:
+        if author is None:
+            return
         if author in self._agents:
             self._agents.move_to_end(author)
             return
@@ -152,6 +156,12 @@ class EngagementDetector:
             self._agents.popitem(last=False)
         if self._start is not None and t - self._start >= self.cfg.warmup_s:
             b.new_agents += 1
+
+    def snapshot(self) -> Snapshot:
+        moving = sum(r.active is not None for r in self._rates.values())
+        return Snapshot(samples=[Sample(
+            "engagement_rates_moving", float(moving),
+            help="Engagement rates currently judged changed (collapse or spike)")])
 
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg

@@ -1,21 +1,20 @@
-"""The detector suite: every detector behind one small surface, for the worker and for replay.
+"""The detector suite: every detector behind one engine, for the pipeline and for replay.
 
-Feed it in event-time order and ask it for alert transitions:
+It is an :class:`~streams.state.base.Engine`: feed it items in event-time order and ask it for
+alert transitions (every time in unix seconds, the engines' one time type):
 
-- ``observe_event(event)``: every canonical event (surge, super-node, burst and engagement
-  detectors read what they need from raw events);
-- ``observe_embedding(t, author, vec)``: one post embedding (semantic shift);
-- ``observe_pagerank(t, ranks)``: a PageRank vector from the PageRank engine, used when
-  ``supernode.source == "external"`` (by default PageRank is computed from comment events);
-- ``evaluate(now)``: transitions (firing / updated / resolved) since the last evaluation;
-  ``poll(now)`` does the same at most once per ``evaluate_interval_s`` of event time;
+- ``update(item)``: every item; each detector reads what it needs (surge, burst: the text's
+  tokens; super-node, engagement: the events; shift: ``item.vector`` of admitted posts);
+- ``expire(now)``: each detector drops what left its windows (bounded work per call);
+- ``evaluate(now)``: transitions (firing / updated / resolved) since the last evaluation (the
+  pipeline calls it once per tick of event time, 10 s by default);
 - ``close(now)``: resolves what is still open (end of a replay);
 - ``incidents()`` / ``report()``: every incident with its latest state, for the replay report;
-- ``samples()``: ``alerts_firing{type}`` and ``alerts_total{type,severity}`` for Prometheus.
+- ``snapshot()``: ``alerts_firing{type}`` and ``alerts_total{type,severity}``, and each
+  detector's own state samples.
 
->>> from datetime import datetime, timezone
 >>> suite = DetectorSuite()
->>> suite.evaluate(datetime(2026, 2, 1, tzinfo=timezone.utc))
+>>> suite.evaluate(1769904000.0)
 []
 >>> sorted(suite.detectors)
 ['burst', 'engagement', 'shift', 'supernode', 'surge']
@@ -24,10 +23,8 @@ Feed it in event-time order and ask it for alert transitions:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any, Protocol
-
-import numpy as np
 
 from detectors.alert import Alert, AlertBook, Finding
 from detectors.burst import BurstConfig, BurstDetector
@@ -35,14 +32,17 @@ from detectors.engagement import EngagementConfig, EngagementDetector
 from detectors.shift import ShiftConfig, ShiftDetector
 from detectors.supernode import SupernodeConfig, SupernodeDetector
 from detectors.surge import SurgeConfig, SurgeDetector
-from streams.events import Event
-from streams.state.base import Sample
+from streams.state.base import Item, Snapshot
 
 
 class Detector(Protocol):
     type: str
 
+    def update(self, item: Item) -> None: ...
+
     def findings(self, now: float) -> list[Finding]: ...
+
+    def snapshot(self) -> Snapshot: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,6 @@ class DetectorConfig:
     """Every threshold and window, with its documented default (see each detector's module)."""
 
     enabled: tuple[str, ...] = ("surge", "supernode", "burst", "shift", "engagement")
-    evaluate_interval_s: float = 1.0
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
     surge: SurgeConfig = field(default_factory=SurgeConfig)
     supernode: SupernodeConfig = field(default_factory=SupernodeConfig)
@@ -74,44 +73,36 @@ class DetectorSuite:
         lc = cfg.lifecycle
         self.book = AlertBook(lc.resolve_after_s, lc.update_min_interval_s,
                               lc.update_score_ratio, lc.cooldown_s, lc.max_closed)
-        self.surge = SurgeDetector(cfg.surge)
-        self.supernode = SupernodeDetector(cfg.supernode)
-        self.burst = BurstDetector(cfg.burst)
-        self.shift = ShiftDetector(cfg.shift)
-        self.engagement = EngagementDetector(cfg.engagement)
-        self.detectors: dict[str, Detector] = {
-            d.type: d for d in (self.surge, self.supernode, self.burst, self.shift,
-                                self.engagement) if d.type in cfg.enabled}
-        self._last_eval: datetime | None = None
+        every: list[Detector] = [SurgeDetector(cfg.surge), SupernodeDetector(cfg.supernode),
+                                 BurstDetector(cfg.burst), ShiftDetector(cfg.shift),
+                                 EngagementDetector(cfg.engagement)]
+        self.detectors: dict[str, Detector] = {d.type: d for d in every if d.type in cfg.enabled}
+        self._updates = [d.update for d in self.detectors.values()]
 
-    def observe_event(self, event: Event) -> None:
-        for d in (self.surge, self.supernode, self.burst, self.engagement):
-            if d.type in self.detectors:
-                d.observe_event(event)
+    def __getstate__(self) -> dict[str, Any]:  # bound methods are rebuilt, not pickled
+        return {k: v for k, v in self.__dict__.items() if k != "_updates"}
 
-    def observe_embedding(self, t: datetime, author: str, vec: np.ndarray) -> None:
-        if "shift" in self.detectors:
-            self.shift.observe_embedding(t.timestamp(), author, vec)
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._updates = [d.update for d in self.detectors.values()]
 
-    def observe_pagerank(self, t: datetime, ranks: dict[str, float]) -> None:
-        if "supernode" in self.detectors:
-            self.supernode.observe_pagerank(t.timestamp(), ranks)
+    def update(self, item: Item) -> None:
+        for update in self._updates:
+            update(item)
 
-    def evaluate(self, now: datetime) -> list[Alert]:
-        self._last_eval = now
+    def expire(self, now: float) -> None:
+        for d in self.detectors.values():
+            expire = getattr(d, "expire", None)
+            if expire is not None:
+                expire(now)
+
+    def evaluate(self, now: float) -> list[Alert]:
         out: list[Alert] = []
         for name, d in self.detectors.items():
-            out.extend(self.book.reconcile(now, name, d.findings(now.timestamp())))
+            out.extend(self.book.reconcile(now, name, d.findings(now)))
         return out
 
-    def poll(self, now: datetime) -> list[Alert]:
-        """``evaluate`` at most once per ``evaluate_interval_s`` of event time."""
-        if (self._last_eval is not None
-                and (now - self._last_eval).total_seconds() < self.cfg.evaluate_interval_s):
-            return []
-        return self.evaluate(now)
-
-    def close(self, now: datetime) -> list[Alert]:
+    def close(self, now: float) -> list[Alert]:
         return self.book.resolve_all(now)
 
     def incidents(self) -> list[Alert]:
@@ -127,5 +118,6 @@ class DetectorSuite:
                  "evidence": a.evidence} for a in self.incidents()]
         return sorted(rows, key=lambda r: (r["start"], r["type"], r["key"]))
 
-    def samples(self) -> list[Sample]:
-        return self.book.samples()
+    def snapshot(self) -> Snapshot:
+        return Snapshot.merge([Snapshot(samples=self.book.samples()),
+                               *(d.snapshot() for d in self.detectors.values())])

@@ -1,8 +1,10 @@
 """Semantic shift detector: a centroid moving away from its recent self beyond normal variation.
 
-Input is one unit embedding per post (``observe_embedding``: the embedding agent's output,
-Sentence-BERT all-MiniLM-L6-v2 in the service). Two scopes, both judged against their own
-normal variation, never against a fixed constant alone:
+Input is the embedding of each post (``item.vector``: the embedding stage's output,
+Sentence-BERT all-MiniLM-L6-v2 in the service; normalised here), for the posts the verbatim
+filter admitted (``item.admitted``: a flood of verbatim copies is the surge detector's business,
+not a topic shift). Posts without an author count in the society's centroid only. Two scopes,
+both judged against their own normal variation, never against a fixed constant alone:
 
 - **society**: the centroid of the last ``window_s`` against the centroid of the
   ``reference_s`` before it; the distance d = 1 - cos is sampled once per ``bucket_s``, and d is
@@ -23,13 +25,13 @@ Memory: ``(window_s + reference_s) / bucket_s`` vector sums and ``history`` dist
 society; two vectors (float32) per agent for at most ``max_agents`` agents (least recently
 posting evicted): 3 kB per agent at 384 dimensions.
 
->>> import numpy as np
+>>> from streams.events import PostEvent
 >>> d = ShiftDetector(ShiftConfig(min_posts=5, history=4, min_history=4, bucket_s=600))
 >>> rng = np.random.default_rng(0)
 >>> base, other = np.eye(16)[0], np.eye(16)[1]
 >>> for k in range(60):   # ten hours on one topic, then one hour on another
 ...     v = (base if k < 54 else other) + 0.3 * rng.standard_normal(16)
-...     d.observe_embedding(k * 600.0, f"a{k}", v)
+...     d.update(Item(PostEvent.model_construct(post_id=str(k)), k * 600.0, f"a{k}", vector=v))
 ...     fs = d.findings(k * 600.0)
 >>> [(f.key, f.severity) for f in fs]
 [('society', 'critical')]
@@ -37,6 +39,7 @@ posting evicted): 3 kB per agent at 384 dimensions.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import OrderedDict, deque
 from dataclasses import dataclass
@@ -44,6 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from detectors.alert import Finding, Severity
+from streams.events import PostEvent
+from streams.state.base import Item, Sample, Snapshot
+from streams.state.centroid import cosine
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +86,6 @@ def _robust(values: list[float]) -> tuple[float, float]:
     return med, 1.4826 * mad
 
 
-def _cos(a: np.ndarray, b: np.ndarray) -> float:
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    return float(a @ b) / (na * nb) if na > 0 and nb > 0 else 0.0
-
-
 class ShiftDetector:
     type = "shift"
 
@@ -99,9 +100,11 @@ class ShiftDetector:
         self._low_since: dict[str, int] = {}  # agent -> its post count when it first fell low
         self._agent_findings: list[Finding] = []
 
-    def observe_embedding(self, t: float, author: str, vec: np.ndarray) -> None:
-        """One post's embedding at ``t`` (epoch seconds); normalised here."""
-        v = np.asarray(vec, dtype=np.float32)
+    def update(self, item: Item) -> None:
+        if item.vector is None or not item.admitted or not isinstance(item.event, PostEvent):
+            return
+        t, author = item.t, item.author
+        v = np.asarray(item.vector, dtype=np.float32)
         norm = float(np.linalg.norm(v))
         if norm == 0:
             return
@@ -112,7 +115,8 @@ class ShiftDetector:
             self._buckets[-1][2] += 1
         else:
             self._buckets.append([idx, v.astype(np.float64), 1])
-        self._observe_agent(t, author, v)
+        if author is not None:
+            self._observe_agent(t, author, v)
 
     def _observe_agent(self, t: float, author: str, v: np.ndarray) -> None:
         cfg = self.cfg
@@ -129,6 +133,11 @@ class ShiftDetector:
             a.recent = a.reference / a.n
         else:
             a.recent = (1 - cfg.agent_alpha) * a.recent + cfg.agent_alpha * v
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(samples=[Sample(
+            "shift_agents_tracked", float(len(self._agents)),
+            help="Agents whose topic drift the semantic shift detector follows")])
 
     def findings(self, now: float) -> list[Finding]:
         out = []
@@ -151,7 +160,10 @@ class ShiftDetector:
         n_cur, n_ref = sum(b[2] for b in cur), sum(b[2] for b in ref)
         if n_cur < cfg.min_posts or n_ref < cfg.min_posts:
             return None
-        d = 1.0 - _cos(sum(b[1] for b in cur), sum(b[1] for b in ref))
+        c = cosine(sum(b[1] for b in cur), sum(b[1] for b in ref))
+        if math.isnan(c):
+            return None
+        d = 1.0 - c
         hist = list(self._distances)
         verdict = None
         if len(hist) >= cfg.min_history:
@@ -179,8 +191,8 @@ class ShiftDetector:
 
     def _judge_agents(self) -> list[Finding]:
         cfg = self.cfg
-        sims = {name: _cos(a.reference, a.recent) for name, a in self._agents.items()
-                if a.n >= cfg.agent_min_posts}
+        sims = {name: c for name, a in self._agents.items() if a.n >= cfg.agent_min_posts
+                and not math.isnan(c := cosine(a.reference, a.recent))}
         if len(sims) < cfg.min_agents:
             return []
         med, sd = _robust(list(sims.values()))

@@ -1,11 +1,14 @@
 """Emerging super-node detector: an agent whose share of influence jumps above the largest-gap cut.
 
-Input is a PageRank vector over agents, one snapshot at a time: either given by the PageRank
-engine (:meth:`SupernodeDetector.observe_pagerank`) or computed here from the interaction
-edges of the last ``graph_window_s`` (commenter -> the agent replied to, self-loops dropped,
-weight = count; networkx PageRank, damping 0.85) when ``source="events"``.
+Input is the interaction edges of the comments (commenter -> the agent replied to, else the
+post's author; self-loops and unknown authors dropped, weight = count) of the detector's own
+short window, ``graph_window_s`` (2 h: an emerging hub must stand out of the last hours, not of
+the influence engine's whole window); one PageRank snapshot of that window every
+``sample_interval_s``, computed by the one exact PageRank of the project
+(:func:`streams.state.pagerank.pagerank_exact`, networkx's semantics, damping 0.85).
 
-Super-nodes follow the published definition (metrics A3): sort PageRank descending, gaps
+Super-nodes follow the published definition (metrics A3) through the one largest-gap cut
+(:func:`streams.state.pagerank.largest_gap_cut`): sort PageRank descending, gaps
 g_i = PR_i - PR_(i+1), k* = argmax g_i, the top k* agents. One snapshot is kept every
 ``sample_interval_s``; ``history`` of them are the baseline. An agent is reported when, for the
 last ``persist`` snapshots, its share is at least ``min_share`` and at least ``jump_ratio`` x its
@@ -30,50 +33,44 @@ Defaults (one snapshot per 5 min): 2 h graph, 1 h baseline, 2 snapshots of persi
 percentile over the last 24 h. On the simulator's small day (bench/bench_detectors.py) these
 give no false alert on 20 clean days and catch 20/20 planted hubs 49-73 min after their start.
 
+Cost: per comment, a few dict updates (the window's edge weights, and per target its repliers
+and threads, kept incrementally as edges enter and leave the window); per snapshot, one exact
+PageRank of the window's graph (O(edges) a power iteration).
+
 Memory: ``history + graph_window_s / sample_interval_s + persist`` snapshots of at most
 ``max_agents_tracked`` shares each, ``reach_history`` integers, and the interaction edges of one
-``graph_window_s`` when computing PageRank here.
+``graph_window_s`` (each once in the window's queue, and counted in three dicts).
 
->>> d = SupernodeDetector(SupernodeConfig(source="external", sample_interval_s=1,
-...     graph_window_s=1, history=3, min_history=3, persist=1, min_repliers=0, min_threads=0))
->>> flat = {f"a{i}": 1 / 50 for i in range(50)}
->>> for t in range(5):
-...     d.observe_pagerank(float(t), flat)
->>> d.observe_pagerank(5.0, {**{f"a{i}": 0.6 / 49 for i in range(50) if i != 7}, "a7": 0.4})
->>> [(f.key, f.evidence["share"], f.evidence["entered_supernodes"]) for f in d.findings(5.0)]
-[('agent:a7', 0.4, True)]
+>>> from datetime import datetime, timedelta, timezone
+>>> from streams.events import CommentEvent
+>>> d = SupernodeDetector(SupernodeConfig(sample_interval_s=600, graph_window_s=600,
+...     history=3, min_history=3, persist=1, min_repliers=0, min_threads=0, min_agents=10))
+>>> t0 = datetime(2026, 2, 1, tzinfo=timezone.utc)
+>>> def reply(i, src, dst):  # comment i, a second apart
+...     t = t0 + timedelta(seconds=i)
+...     d.update(Item.of(CommentEvent(id=f"comment:{i}", event_time=t, observed_at=t,
+...         comment_id=str(i), post_id=f"p{dst}", author=src, reply_to=dst)))
+...     return d.findings(t.timestamp())
+>>> for i in range(3601):  # an hour of 20 agents replying to their neighbours, then a7 draws all
+...     found = reply(i, f"a{i % 20}", "a7" if i >= 3000 else f"a{(i + 1) % 20}")
+>>> [(f.key, f.evidence["entered_supernodes"]) for f in found]
+[('agent:a7', True)]
 """
 
 from __future__ import annotations
 
 import statistics
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
-from typing import Literal
-
-import networkx as nx
 
 from detectors.alert import Finding, Severity
-from streams.events import CommentEvent, Event
-
-
-def largest_gap_set(ranks: dict[str, float]) -> list[str]:
-    """The top k* agents, k* = argmax of the gaps between consecutive sorted PageRanks.
-
-    >>> largest_gap_set({"a": 0.5, "b": 0.4, "c": 0.05, "d": 0.05})
-    ['a', 'b']
-    """
-    order = sorted(ranks, key=lambda a: (-ranks[a], a))
-    if len(order) < 2:
-        return order
-    gaps = [ranks[order[i]] - ranks[order[i + 1]] for i in range(len(order) - 1)]
-    k = max(range(len(gaps)), key=lambda i: (gaps[i], -i)) + 1
-    return order[:k]
+from streams.events import CommentEvent
+from streams.state.base import Item, Sample, Snapshot
+from streams.state.pagerank import largest_gap_cut, pagerank_exact
 
 
 @dataclass(frozen=True, slots=True)
 class SupernodeConfig:
-    source: Literal["events", "external"] = "events"
     graph_window_s: float = 2 * 3600.0
     sample_interval_s: float = 300.0
     history: int = 12
@@ -115,6 +112,11 @@ class SupernodeDetector:
         self._snaps: deque[_Snap] = deque(
             maxlen=self.cfg.history + self._gap + self.cfg.persist)
         self._edges: deque[tuple[float, str, str, str]] = deque()
+        # the window's graph, kept as edges enter and leave it
+        self._weights: Counter[tuple[str, str]] = Counter()
+        self._repliers: dict[str, Counter[str]] = {}  # target -> replier -> comments
+        self._threads: dict[str, Counter[str]] = {}  # target -> thread -> comments
+        self._anonymous = 0
         self._first_t: float | None = None
         # The background's natural reach: per snapshot, the most distinct repliers drawn by
         # an agent of the top ``candidates`` that was not reported.
@@ -124,43 +126,57 @@ class SupernodeDetector:
         self._judged_at: float | None = None
         self._last: list[Finding] = []
 
-    def observe_event(self, event: Event) -> None:
-        if self.cfg.source != "events" or not isinstance(event, CommentEvent):
+    def update(self, item: Item) -> None:
+        event = item.event
+        if not isinstance(event, CommentEvent):
             return
-        target = event.reply_to or event.post_author
-        if target and target != event.author:
-            self.observe_interaction(event.event_time.timestamp(), event.author, target,
-                                     event.post_id)
-
-    def observe_interaction(self, t: float, source: str, target: str, thread: str = "") -> None:
-        """``source`` commented on or replied to ``target`` in ``thread`` at ``t`` (epoch s)."""
+        source, target = item.author, event.reply_to or event.post_author
+        if source is None:
+            self._anonymous += 1
+            return  # no interaction edge without its author
+        if target is None or target == source:
+            return
+        t = item.t
         if self._first_t is None:
             self._first_t = t
+        thread = event.post_id
         self._edges.append((t, source, target, thread))
+        self._weights[source, target] += 1
+        self._repliers.setdefault(target, Counter())[source] += 1
+        self._threads.setdefault(target, Counter())[thread] += 1
 
-    def observe_pagerank(self, now: float, ranks: dict[str, float]) -> None:
+    def expire(self, now: float) -> None:
+        """Edges leave the window in arrival order: each is undone once, O(1)."""
+        cutoff = now - self.cfg.graph_window_s
+        edges = self._edges
+        while edges and edges[0][0] < cutoff:
+            _, s, t, thread = edges.popleft()
+            for counter, key in ((self._weights, (s, t)), (self._repliers[t], s),
+                                 (self._threads[t], thread)):
+                counter[key] -= 1
+                if counter[key] <= 0:
+                    del counter[key]
+            if not self._repliers[t]:
+                del self._repliers[t], self._threads[t]
+
+    def _observe_pagerank(self, now: float, ranks: dict[str, float]) -> None:
         """One PageRank vector (any scale: it is normalised to shares)."""
-        if self._last_sample is not None and now - self._last_sample < self.cfg.sample_interval_s:
-            return
         total = sum(ranks.values())
         if total <= 0 or len(ranks) < 2:
             return
         self._last_sample = now
         if self._first_t is None:
             self._first_t = now
-        shares = {a: v / total for a, v in ranks.items()}
-        top = sorted(shares, key=lambda a: (-shares[a], a))[: self.cfg.max_agents_tracked]
-        self._snaps.append(_Snap(now, len(shares), {a: shares[a] for a in top},
-                                 {a: i + 1 for i, a in enumerate(top)},
-                                 frozenset(largest_gap_set(shares)),
+        order = sorted(ranks, key=lambda a: (-ranks[a], a))
+        k = largest_gap_cut([ranks[a] for a in order])
+        top = order[: self.cfg.max_agents_tracked]
+        self._snaps.append(_Snap(now, len(ranks), {a: ranks[a] / total for a in top},
+                                 {a: i + 1 for i, a in enumerate(top)}, frozenset(order[:k]),
                                  now - self._first_t >= self.cfg.graph_window_s))
 
     def findings(self, now: float) -> list[Finding]:
-        cfg = self.cfg
-        while self._edges and self._edges[0][0] < now - cfg.graph_window_s:
-            self._edges.popleft()
-        if cfg.source == "events":
-            self._sample_from_edges(now)
+        self.expire(now)
+        self._sample(now)
         if self._snaps and self._snaps[-1].t == self._judged_at:
             return self._last  # nothing new since the last snapshot
         self._judged_at = self._snaps[-1].t if self._snaps else None
@@ -208,14 +224,10 @@ class SupernodeDetector:
 
     def _reach(self, agents: set[str]) -> dict[str, tuple[int, int]]:
         """Distinct repliers, and threads with ``min_thread_replies`` replies, in the window."""
-        repliers: dict[str, set[str]] = {a: set() for a in agents}
-        threads: dict[str, dict[str, int]] = {a: {} for a in agents}
-        for _, s, t, thread in self._edges:
-            if t in repliers:
-                repliers[t].add(s)
-                threads[t][thread] = threads[t].get(thread, 0) + 1
         k = self.cfg.min_thread_replies
-        return {a: (len(repliers[a]), sum(n >= k for n in threads[a].values())) for a in agents}
+        empty: Counter[str] = Counter()
+        return {a: (len(self._repliers.get(a, empty)),
+                    sum(n >= k for n in self._threads.get(a, empty).values())) for a in agents}
 
     def _judge(self, agent: str, base: list[_Snap], recent: list[_Snap], repliers: int,
                threads: int) -> Finding | None:
@@ -249,12 +261,17 @@ class SupernodeDetector:
         return Finding(self.type, f"agent:{agent}", severity, summary, evidence,
                        score=last.shares[agent], labels={"agent": agent})
 
-    def _sample_from_edges(self, now: float) -> None:
+    def _sample(self, now: float) -> None:
         if self._last_sample is not None and now - self._last_sample < self.cfg.sample_interval_s:
             return
-        g = nx.DiGraph()
-        for _, s, t, _thread in self._edges:
-            w = g.get_edge_data(s, t, {"weight": 0})["weight"]
-            g.add_edge(s, t, weight=w + 1)
-        if g.number_of_nodes() >= 2:
-            self.observe_pagerank(now, nx.pagerank(g, alpha=0.85, weight="weight"))
+        if self._weights:
+            self._observe_pagerank(now, pagerank_exact(self._weights, alpha=0.85))
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(samples=[
+            Sample("supernode_window_interactions", float(len(self._edges)),
+                   help="Interactions in the super-node detector's short window"),
+            Sample("supernode_comments_unknown_author_total", float(self._anonymous),
+                   kind="counter", help="Comments without an author (no interaction edge) seen "
+                                        "by the super-node detector"),
+        ])

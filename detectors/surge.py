@@ -1,10 +1,14 @@
 """Coordinated surge detector: the memecoin-mint pattern.
 
-Entities are pulled from each post's and comment's text: token tickers (``$CLAW``, and the
-``"tick":"CLAW"`` of mbc-20 / agt-20 inscriptions), contract addresses (EVM ``0x...`` and
-base58 Solana-style strings), URLs and bare domains, hashtags, and a text template (the words
-of the text without any token that holds a digit, so ``Mint CLAW [4CACeeJC]`` and
-``Mint CLAW [62qoqi]`` share one). Each entity keeps its own per-bucket volume.
+Entities are read from the tokens of each post's and comment's text (``item.text``: the one
+tokeniser, lower case, URLs removed): token tickers (``$CLAW``, and the ``"tick":"CLAW"`` of
+mbc-20 / agt-20 inscriptions; reported upper-cased), contract addresses (EVM ``0x...`` and
+base58 Solana-style strings, lower-cased), bare domains (``mbc20.xyz``: full URLs are removed
+by the tokeniser), hashtags, and a text template (the first 40 all-letter words of the text,
+so ``Mint CLAW [4CACeeJC]`` and ``Mint CLAW [62qoqi]`` share one). Each entity keeps its own
+per-bucket volume. Cost per text: substring tests on the raw text decide which token scans
+are needed (a dollar sign, a hash sign, ``tick``, a known top-level domain, a 32-character
+word); the template reads at most 64 words.
 
 An entity surges when, in the current ``window_s``:
 
@@ -38,9 +42,9 @@ creation time of at most ``max_agents`` agents.
 >>> d = SurgeDetector(SurgeConfig(warmup_s=0))
 >>> for i in range(10):
 ...     t = t0 + timedelta(seconds=3 * i)
-...     d.observe_event(PostEvent(id=f"post:{i}", event_time=t, observed_at=t, post_id=str(i),
+...     d.update(Item.of(PostEvent(id=f"post:{i}", event_time=t, observed_at=t, post_id=str(i),
 ...         author=f"BurnMolt{i}", title="Mint", content='{"p":"mbc-20","op":"mint",'
-...         f'"tick":"CLAW","amt":"100"}} mbc20.xyz [{i:04x}]'))
+...         f'"tick":"CLAW","amt":"100"}} mbc20.xyz [{i:04x}]')))
 >>> [(f.key, f.severity, f.evidence["distinct_accounts"]) for f in d.findings(t.timestamp())]
 [('token:CLAW', 'critical', 10)]
 """
@@ -52,49 +56,77 @@ import re
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from detectors.alert import Finding, Severity
-from streams.events import AgentEvent, CommentEvent, Event, PostEvent
+from streams.events import AgentEvent, CommentEvent, PostEvent
+from streams.state.base import Item, Sample, Snapshot
+from streams.text import Text
 
 ENTITY_PRIORITY = {"token": 0, "contract": 1, "url": 2, "hashtag": 3, "text": 4}
-
-_TICK = re.compile(r'"tick"\s*:\s*"([^"\s]{1,16})"', re.I)
-_CASHTAG = re.compile(r"(?<![\w$])\$([A-Za-z][A-Za-z0-9_]{1,11})\b")
-_EVM = re.compile(r"\b0x[0-9a-fA-F]{40}\b")
-_BASE58 = re.compile(r"\b[1-9A-HJ-NP-Za-km-z]{32,44}\b")
-_URL = re.compile(r"https?://([^\s/\"'<>)\]`]+)(/[^\s?#\"'<>)\]`]*)?", re.I)
-_BARE_DOMAIN = re.compile(
-    r"(?<![\w./@-])((?:[a-z0-9-]+\.)+(?:xyz|com|io|ai|fun|app|net|org|gg|so|co|me|lol|meme))\b",
-    re.I)
-_HASHTAG = re.compile(r"(?<![\w#&])#([A-Za-z][A-Za-z0-9_]{2,39})\b")
-_HAS_DIGIT = re.compile(r"\S*\d\S*")
-_LETTERS = re.compile(r"[^\W\d_]+")
-_WORDS = re.compile(r"\w+")
+TLDS = ("xyz", "com", "io", "ai", "fun", "app", "net", "org", "gg", "so", "co", "me", "lol",
+        "meme")
+_TLD_RE = re.compile(r"\.(?:" + "|".join(TLDS) + r")\b")
+_TLD_SET = frozenset(TLDS)
 _OWN_HOSTS = ("moltbook.com", "www.moltbook.com")
+_HEX = frozenset("0123456789abcdef")
+_ALNUM_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
-def extract_entities(text: str, min_template_words: int = 8) -> set[str]:
-    """Entity names (``kind:value``) in one text.
+def _ticker(word: str, max_len: int) -> bool:
+    return 2 <= len(word) <= max_len and word[0].isascii() and word[0].isalpha() \
+        and set(word) <= _ALNUM_ASCII
 
-    >>> sorted(extract_entities('Minting $claw {"p":"mbc-20","tick":"CLAW"} https://mbc20.xyz/a?x=1'))
-    ['token:CLAW', 'url:mbc20.xyz/a']
+
+def _contract(w: str) -> bool:
+    """An EVM address (0x + 40 hex digits) or a base58-like string of 32-44 with a digit."""
+    if w.startswith("0x"):
+        return len(w) == 42 and set(w[2:]) <= _HEX
+    return len(w) <= 44 and any(c.isdigit() for c in w) and set(w) <= _ALNUM_ASCII
+
+
+def extract_entities(text: Text, raw: str = "", min_template_words: int = 8) -> set[str]:
+    """Entity names (``kind:value``) in one tokenised text; ``raw`` (the text before
+    tokenisation) only tells which token scans can find something.
+
+    >>> raw = 'Minting $claw {"p":"mbc-20","tick":"CLAW"} on mbc20.xyz #Moon'
+    >>> sorted(extract_entities(Text.of(raw), raw, min_template_words=20))
+    ['hashtag:moon', 'token:CLAW', 'url:mbc20.xyz']
     """
+    tokens = text.tokens
     out: set[str] = set()
-    out.update(f"token:{m.upper()}" for m in _TICK.findall(text))
-    out.update(f"token:{m.upper()}" for m in _CASHTAG.findall(text))
-    out.update(f"contract:{m.lower()}" for m in _EVM.findall(text))
-    out.update(f"contract:{m}" for m in _BASE58.findall(text)
-               if any(c.isdigit() for c in m) and not m.startswith("0x"))
-    for host, path in _URL.findall(text):
-        host = host.lower().removeprefix("www.")
-        if host not in _OWN_HOSTS:
-            out.add(f"url:{host}{path.rstrip('/')}")
-    if not any(e.startswith("url:") for e in out):
-        out.update(f"url:{m.lower()}" for m in _BARE_DOMAIN.findall(text)
-                   if m.lower() not in _OWN_HOSTS)
-    out.update(f"hashtag:{m.lower()}" for m in _HASHTAG.findall(text))
-    words = _LETTERS.findall(_HAS_DIGIT.sub(" ", text.lower()))
+    raw = raw.lower()
+    if "$" in raw or "#" in raw:
+        for i in range(len(tokens) - 1):
+            t, nxt = tokens[i], tokens[i + 1]
+            if t[-1] == "$" and _ticker(nxt, 12):
+                out.add(f"token:{nxt.upper()}")
+            elif t[-1] == "#" and _ticker(nxt, 40) and len(nxt) >= 3:
+                out.add(f"hashtag:{nxt}")
+    if "tick" in raw:
+        i = -1
+        while True:
+            try:
+                i = tokens.index("tick", i + 1)
+            except ValueError:
+                break
+            if i + 2 < len(tokens) and ":" in tokens[i + 1] and len(tokens[i + 2]) <= 16 \
+                    and tokens[i + 2][0].isalnum():
+                out.add(f"token:{tokens[i + 2].upper()}")
+    if _TLD_RE.search(raw):
+        for i in range(1, len(tokens) - 1):
+            if tokens[i] == "." and tokens[i + 1] in _TLD_SET and tokens[i - 1][0].isalnum():
+                j = i - 1  # the host: word (. word)* before the top-level domain
+                while j >= 2 and tokens[j - 1] in (".", "-") and tokens[j - 2][0].isalnum():
+                    j -= 2
+                host = "".join(tokens[j:i + 2])
+                if host not in _OWN_HOSTS:
+                    out.add(f"url:{host}")
+    if len(raw) >= 32 and max(map(len, tokens)) >= 32:
+        out.update(f"contract:{w}" for w in tokens if len(w) >= 32 and _contract(w))
+    words = [w for w in text.words[:64] if w.isalpha()][:40]
     if len(words) >= min_template_words:
-        digest = hashlib.blake2b(" ".join(words[:40]).encode(), digest_size=6).hexdigest()
+        digest = hashlib.blake2b(" ".join(words).encode(), digest_size=6).hexdigest()
         out.add(f"text:{digest}")
     return out
 
@@ -127,12 +159,18 @@ class SurgeConfig:
 @dataclass(slots=True)
 class _Post:
     t: float
-    author: str
+    author: str | None
     post_id: str
     thread: str
-    words: frozenset[str]
+    word_ids: np.ndarray  # the first 400 word ids (near-duplicate test)
     new_account: bool | None
     text: str
+    words: frozenset[int] | None = None  # the word-id set, made when first compared
+
+    def word_set(self) -> frozenset[int]:
+        if self.words is None:
+            self.words = frozenset(self.word_ids.tolist())
+        return self.words
 
 
 @dataclass(slots=True)
@@ -156,8 +194,10 @@ class SurgeDetector:
         self._dirty: set[str] = set()
         self._reported: set[str] = set()
         self._start: float | None = None
+        self._anonymous = 0
 
-    def observe_event(self, event: Event) -> None:
+    def update(self, item: Item) -> None:
+        event = item.event
         if isinstance(event, AgentEvent):
             if event.created_at is not None:
                 self._agent_created[event.name] = event.created_at.timestamp()
@@ -166,27 +206,27 @@ class SurgeDetector:
                     self._agent_created.popitem(last=False)
             return
         if isinstance(event, PostEvent):
-            text, pid, thread = event.text, event.post_id, event.post_id
+            pid = thread = event.post_id
         elif isinstance(event, CommentEvent):
-            text, pid, thread = event.content, f"{event.post_id}/{event.comment_id}", event.post_id
+            pid, thread = f"{event.post_id}/{event.comment_id}", event.post_id
         else:
             return
-        t = event.event_time.timestamp()
+        t = item.t
         self._start = t if self._start is None else min(self._start, t)
-        if not text:
+        if item.text is None or not item.text.tokens:
             return
-        self.observe_text(t, event.author, pid, text, thread)
+        self._observe(t, item.author, pid, thread, item.text, event.text)
 
-    def observe_text(self, t: float, author: str, post_id: str, text: str,
-                     thread: str | None = None) -> None:
-        """One post or comment (``t`` in epoch seconds; ``thread`` = its post, default itself)."""
-        names = extract_entities(text, self.cfg.min_template_words)
+    def _observe(self, t: float, author: str | None, post_id: str, thread: str, text: Text,
+                 raw: str) -> None:
+        names = extract_entities(text, raw, self.cfg.min_template_words)
         if not names:
             return
-        created = self._agent_created.get(author)
+        if author is None:
+            self._anonymous += 1
+        created = self._agent_created.get(author) if author is not None else None
         new = None if created is None else (t - created) <= self.cfg.new_account_age_s
-        words = frozenset(_WORDS.findall(text[:2000].lower()))
-        post = _Post(t, author, post_id, thread or post_id, words, new, text[:200])
+        post = _Post(t, author, post_id, thread, text.word_ids[:400], new, raw[:200])
         idx = float(int(t // self.cfg.bucket_s))
         for name in names:
             e = self._entities.get(name)
@@ -205,15 +245,16 @@ class SurgeDetector:
             e.posts.append(post)
             if len(e.posts) > self.cfg.max_posts_per_entity:
                 e.posts.popleft()
-            if author in e.accounts or len(e.accounts) < self.cfg.max_accounts_per_entity:
-                e.accounts[author] = t
-            if e.incident_agents is not None and len(e.incident_agents) < 1000:
-                e.incident_agents[author] += 1
+            if author is not None:  # an unknown author adds volume, not an account
+                if author in e.accounts or len(e.accounts) < self.cfg.max_accounts_per_entity:
+                    e.accounts[author] = t
+                if e.incident_agents is not None and len(e.incident_agents) < 1000:
+                    e.incident_agents[author] += 1
             self._dirty.add(name)
 
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg
-        self._expire(now)
+        self.expire(now)
         if self._start is None or now - self._start < cfg.warmup_s:
             self._dirty.clear()
             return []
@@ -248,6 +289,8 @@ class SurgeDetector:
 
     def _stats(self, e: _Entity, now: float) -> dict | None:
         cfg = self.cfg
+        if len(e.posts) < cfg.min_posts * 0.5:
+            return None  # fewer recent posts than any bar (the window's are among them)
         w_start = now - cfg.window_s
         count_w = prev_w = base = 0.0
         for idx, n in e.buckets:
@@ -311,10 +354,11 @@ class SurgeDetector:
                 gap = q.t - p.t
                 if gap > cfg.copost_s:
                     break
-                if q.author == p.author:
+                if p.author is None or q.author is None or q.author == p.author:
                     continue
-                union = len(p.words | q.words)
-                if union and len(p.words & q.words) / union >= cfg.near_dup_jaccard:
+                a, b = p.word_set(), q.word_set()
+                union = len(a | b)
+                if union and len(a & b) / union >= cfg.near_dup_jaccard:
                     coordinated.update((i, j))
                     if gap <= cfg.automation_s:
                         automated.update((i, j))
@@ -326,7 +370,8 @@ class SurgeDetector:
         if e.incident_agents is None:
             e.incident_agents = Counter()
             for p in e.posts:
-                e.incident_agents[p.author] += 1
+                if p.author is not None:
+                    e.incident_agents[p.author] += 1
         agents = [a for a, _ in e.incident_agents.most_common(cfg.max_evidence_agents)]
         recent = list(e.posts)[-20:]
         severity: Severity = ("critical" if stats["automated_posts"] >= 3
@@ -346,7 +391,7 @@ class SurgeDetector:
                        score=float(stats["posts_in_window"]),
                        labels={"entity_kind": kind, "entity": value[:64]})
 
-    def _expire(self, now: float) -> None:
+    def expire(self, now: float) -> None:
         horizon = now - self.cfg.window_s - self.cfg.baseline_s
         first_bucket = horizon // self.cfg.bucket_s
         while self._entities:
@@ -363,3 +408,12 @@ class SurgeDetector:
                 e.buckets.popleft()
             while e.posts and e.posts[0].t <= now - self.cfg.window_s - self.cfg.copost_s:
                 e.posts.popleft()
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(samples=[
+            Sample("surge_entities", float(len(self._entities)),
+                   help="Entities (tickers, contracts, domains, hashtags, templates) tracked by "
+                        "the surge detector"),
+            Sample("surge_texts_unknown_author_total", float(self._anonymous), kind="counter",
+                   help="Texts with an entity but without an author read by the surge detector"),
+        ])

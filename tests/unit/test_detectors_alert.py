@@ -9,7 +9,11 @@ from detectors.alert import Alert, AlertBook, Finding, fingerprint
 T0 = datetime(2026, 2, 8, 8, 0, tzinfo=UTC)
 
 
-def at(s: float) -> datetime:
+def at(s: float) -> float:
+    return T0.timestamp() + s
+
+
+def dt(s: float) -> datetime:
     return T0 + timedelta(seconds=s)
 
 
@@ -27,16 +31,16 @@ def test_fingerprint_is_stable_and_distinct() -> None:
 def test_lifecycle_firing_updated_resolved() -> None:
     book = AlertBook(resolve_after_s=300, update_min_interval_s=60, update_score_ratio=1.5)
     [a] = book.reconcile(at(0), "surge", [f()])
-    assert (a.state, a.sequence, a.starts_at, a.ends_at) == ("firing", 1, at(0), None)
+    assert (a.state, a.sequence, a.starts_at, a.ends_at) == ("firing", 1, dt(0), None)
     assert book.reconcile(at(10), "surge", [f(score=12)]) == []  # grew, but not enough
     assert book.reconcile(at(20), "surge", [f(score=30)]) == []  # enough, but too soon
     [u] = book.reconcile(at(70), "surge", [f(score=30)])
-    assert (u.state, u.sequence, u.starts_at) == ("updated", 2, at(0))
+    assert (u.state, u.sequence, u.starts_at) == ("updated", 2, dt(0))
     [c] = book.reconcile(at(80), "surge", [f(severity="critical", score=30)])
     assert (c.state, c.severity) == ("updated", "critical")  # escalation is immediate
     assert book.reconcile(at(300), "surge", []) == []  # gone for 220 s < 300 s
     [r] = book.reconcile(at(400), "surge", [])
-    assert (r.state, r.ends_at, r.sequence, r.fingerprint) == ("resolved", at(80), 4,
+    assert (r.state, r.ends_at, r.sequence, r.fingerprint) == ("resolved", dt(80), 4,
                                                                a.fingerprint)
     assert book.firing() == []
     assert [(i.state, i.incident_id) for i in book.incidents()] == [("resolved",
@@ -55,12 +59,12 @@ def test_comeback_within_cooldown_reopens_instead_of_firing_again() -> None:
     book.reconcile(at(0), "surge", [f()])
     book.reconcile(at(100), "surge", [])
     [again] = book.reconcile(at(1000), "surge", [f()])
-    assert (again.state, again.starts_at, again.sequence) == ("updated", at(0), 3)
+    assert (again.state, again.starts_at, again.sequence) == ("updated", dt(0), 3)
     assert book.fired_total == {("surge", "warning"): 1}
     assert len(book.incidents()) == 1
     book.reconcile(at(1100), "surge", [])
     [new] = book.reconcile(at(1100 + 7200), "surge", [f()])  # after the cool-down: new incident
-    assert (new.state, new.starts_at) == ("firing", at(8300))
+    assert (new.state, new.starts_at) == ("firing", dt(8300))
     assert book.fired_total == {("surge", "warning"): 2}
     assert len(book.incidents()) == 2
 

@@ -1,14 +1,17 @@
-"""Lexical burst: n-grams against a plain batch tokenisation, a new phrase spreading through
-varied texts is caught, common phrases, copy-paste floods and warm-up vocabulary are not."""
+"""Lexical burst: a new phrase adopted by many distinct agents within hours is caught whether
+they weave it into varied posts or paste near-identical texts, with its readable phrase; common
+phrases, warm-up vocabulary and unknown authors are not adopters; memory stays bounded."""
 
 from __future__ import annotations
 
 import random
-import re
+from datetime import UTC, datetime
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from detectors.burst import BurstConfig, BurstDetector, ngrams
+from detectors.burst import BurstConfig, BurstDetector
+from streams.events import PostEvent
+from streams.state.base import Item
 
 VOCAB = ["".join(random.Random(k).choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6))
          for k in range(300)]
@@ -18,8 +21,17 @@ def chatter(rng: random.Random) -> str:
     return " ".join(rng.choice(VOCAB) for _ in range(rng.randint(8, 16)))
 
 
+def item(i: int, t: float, author: str | None, text: str) -> Item:
+    when = datetime.fromtimestamp(t, UTC)
+    it = Item.of(PostEvent(id=f"post:{i}", event_time=when, observed_at=when, post_id=f"p{i}",
+                           author="x", content=text))
+    it.author = author  # None: a post whose author the platform no longer names
+    return it
+
+
 def feed(d: BurstDetector, hours: float, seed: int, phrase: str | None = None,
-         from_h: float = 4.0, share: float = 0.3, copy: bool = False) -> list:
+         from_h: float = 4.0, share: float = 0.3, copy: bool = False,
+         anonymous: float = 0.0) -> list:
     rng = random.Random(seed)
     found, t, i = [], 0.0, 0
     while t < hours * 3600:
@@ -28,40 +40,61 @@ def feed(d: BurstDetector, hours: float, seed: int, phrase: str | None = None,
         text = chatter(rng)
         if phrase and t >= from_h * 3600 and rng.random() < share:
             text = f"{phrase} is the best" if copy else f"{text[:30]} {phrase} {chatter(rng)}"
-        d.observe_text(t, f"agent{rng.randrange(500)}", f"p{i}", text)
+        author = None if rng.random() < anonymous else f"agent{rng.randrange(500)}"
+        d.update(item(i, t, author, text))
         if i % 5 == 0:
+            d.expire(t)
             found += d.findings(t)
     return found
 
 
-def test_ngrams_match_a_batch_definition() -> None:
-    text = "The Zorblax lattice is here: https://x.io/y and the lattice is HERE again, friends"
-    words = re.findall(r"[a-z][a-z'-]*", re.sub(r"https?://\S+", " ", text.lower()))
-    batch = {" ".join(words[i:i + 3]) for i in range(len(words) - 2)
-             if sum(w in ENGLISH_STOP_WORDS for w in words[i:i + 3]) <= 1}
-    assert ngrams(text) == batch
+def test_phrase_is_the_batch_word_trigram_and_readable() -> None:
+    # the one text path: lower-cased word tokens (punctuation runs left out), 3 in a row
+    found = feed(BurstDetector(), 8, seed=1, phrase="Glorbix, VANTAL doctrine!")
+    assert {f.key for f in found} == {"ngram:glorbix vantal doctrine"}
+    # n-grams over half stop-words are never reported, however widely adopted
+    assert feed(BurstDetector(), 8, seed=1, phrase="glorbix of the") == []
+    assert sum(w in ENGLISH_STOP_WORDS for w in ["glorbix", "of", "the"]) == 2
 
 
-def test_new_phrase_spreading_is_caught_once() -> None:
+def test_new_phrase_spreading_through_varied_texts_is_caught_once() -> None:
     found = feed(BurstDetector(), 8, seed=1, phrase="glorbix vantal doctrine")
-    keys = {f.key for f in found}
-    assert len(keys) == 1 and "glorbix" in next(iter(keys))
+    assert len({f.key for f in found}) == 1
     first = found[0].evidence
+    assert first["ngram"] == "glorbix vantal doctrine"
     assert first["adopters"] >= 12 and first["growth_rate_per_h"] >= 6
     assert first["born_at"] >= 4 * 3600 and len(first["agents"]) == first["adopters"]
 
 
-def test_background_copy_paste_and_warmup_vocabulary_are_not_bursts() -> None:
+def test_pasted_near_identical_texts_are_a_burst_too() -> None:
+    found = feed(BurstDetector(), 8, seed=3, phrase="glorbix vantal doctrine", copy=True)
+    assert {f.key for f in found} == {"ngram:glorbix vantal doctrine"}
+    assert "vantal doctrine is" in found[0].evidence["related_ngrams"]
+
+
+def test_background_and_warmup_vocabulary_are_not_bursts() -> None:
     assert feed(BurstDetector(), 8, seed=2) == []
-    # a copy-pasted flood is the surge detector's business
-    assert feed(BurstDetector(), 8, seed=3, phrase="glorbix vantal doctrine", copy=True) == []
     # a phrase already in use during the warm-up is not new
     assert feed(BurstDetector(), 8, seed=4, phrase="glorbix vantal doctrine", from_h=0.0,
                 share=0.05) == []
 
 
-def test_memory_is_bounded_by_the_young_window() -> None:
-    d = BurstDetector(BurstConfig(max_age_s=1800, memory_s=3600))
+def test_unknown_authors_count_as_texts_not_adopters() -> None:
+    d = BurstDetector()
+    found = feed(d, 8, seed=1, phrase="glorbix vantal doctrine", anonymous=0.3)
+    assert found and all(None not in f.evidence["agents"] for f in found)
+    assert d.snapshot().value("burst_texts_unknown_author_total") > 0
+    # everyone anonymous: nothing is adopted, nothing bursts, nothing crashes
+    assert feed(BurstDetector(), 8, seed=1, phrase="glorbix vantal doctrine", anonymous=1.0) == []
+
+
+def test_memory_is_bounded_by_the_generations() -> None:
+    cfg = BurstConfig(max_age_s=1800, memory_s=3600)
+    d = BurstDetector(cfg)
     feed(d, 5, seed=5)
-    assert len(d._young) + len(d._single) <= 1800 / 12 * 16  # n-grams born in max_age_s
-    assert len(d._seen) <= 3600 / 12 * 16
+    per_text = 16  # at most 16 words, so at most 14 trigrams a text
+    texts = lambda s: s / 12  # noqa: E731 - one text every 12 s
+    singles = sum(len(s) for _, s in d._single)
+    assert len(d._young) + singles <= texts(1800 * 1.5) * per_text  # born within max_age (+ a gen)
+    assert sum(len(s) for _, s in d._seen) <= texts(3600 * 1.5) * per_text * 2
+    assert len(d._records) <= texts(1800) + 1

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from detectors.engagement import EngagementDetector
 from streams.events import CommentEvent, PostEvent
+from streams.state.base import Item
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
 
@@ -41,7 +42,7 @@ def run(events: list) -> tuple[EngagementDetector, list]:
     d = EngagementDetector()
     found = []
     for e in events:
-        d.observe_event(e)
+        d.update(Item.of(e))
         found += [(e.event_time, f) for f in d.findings(e.event_time.timestamp())]
     return d, found
 
@@ -50,7 +51,7 @@ def test_bucket_rates_match_a_batch_computation() -> None:
     events = society(10, seed=0)
     d = EngagementDetector()
     for e in events:
-        d.observe_event(e)
+        d.update(Item.of(e))
     d.findings(events[-1].event_time.timestamp())
     posts: dict[int, int] = {}
     comments: dict[int, int] = {}

@@ -4,9 +4,20 @@ off topic."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 
 from detectors.shift import ShiftConfig, ShiftDetector
+from streams.events import PostEvent
+from streams.state.base import Item
+
+
+def post(t: float, author: str, v: np.ndarray) -> Item:
+    """A post's item with its embedding."""
+    when = datetime.fromtimestamp(t, UTC)
+    return Item.of(PostEvent(id=f"post:{t}:{author}", event_time=when, observed_at=when,
+                             post_id=f"{t}:{author}", author=author), v)
 
 
 def unit(v: np.ndarray) -> np.ndarray:
@@ -25,7 +36,7 @@ def test_society_distance_matches_batch_and_catches_a_move() -> None:
         v = unit((topic_a if t < 16 * 3600 else 0.5 * topic_a + topic_b)
                  + 0.3 * rng.standard_normal(32))
         vecs.append((t, v))
-        d.observe_embedding(t, f"a{k % 97}", v)
+        d.update(post(t, f"a{k % 97}", v))
         found = d.findings(t)
         if found and fired_at is None and found[0].key == "society":
             fired_at, ev = t, found[0].evidence
@@ -44,7 +55,7 @@ def test_steady_society_raises_nothing() -> None:
     d = ShiftDetector()
     centre = np.eye(32)[0]
     for k in range(24 * 60):
-        d.observe_embedding(60.0 * k, f"a{k % 97}", centre + 0.3 * rng.standard_normal(32))
+        d.update(post(60.0 * k, f"a{k % 97}", centre + 0.3 * rng.standard_normal(32)))
         assert d.findings(60.0 * k) == []
 
 
@@ -58,7 +69,7 @@ def test_one_agent_drifting_is_caught_among_steady_agents() -> None:
             v = home + 0.15 * rng.standard_normal(16)
             if name == "a3" and k >= 20:
                 v = np.eye(16)[12] + 0.15 * rng.standard_normal(16)
-            d.observe_embedding(3600.0 * k + int(name[1:]), name, v)
+            d.update(post(3600.0 * k + int(name[1:]), name, v))
         found += d.findings(3600.0 * k + 100)
     assert {f.key for f in found} == {"agent:a3"}
     assert found[0].evidence["similarity"] < found[0].evidence["agents_median"]
@@ -73,8 +84,8 @@ def run_agents(cfg: ShiftConfig, away: dict[int, int]) -> list:
     for k in range(30):
         for i in range(30):
             topic = away.get(k, i % 8) if i == 3 else i % 8
-            d.observe_embedding(3600.0 * k + i, f"a{i}",
-                                np.eye(16)[topic] + 0.15 * rng.standard_normal(16))
+            d.update(post(3600.0 * k + i, f"a{i}",
+                          np.eye(16)[topic] + 0.15 * rng.standard_normal(16)))
         found += d.findings(3600.0 * k + 100)
     return found
 

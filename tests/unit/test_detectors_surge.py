@@ -12,6 +12,8 @@ from detectors.runner import DetectorConfig, DetectorSuite
 from detectors.surge import SurgeConfig, SurgeDetector, extract_entities
 from service.sources.archive import open_archive
 from streams.events import AgentEvent, DeadLetter, PostEvent
+from streams.state.base import Item
+from streams.text import Text
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
 
@@ -26,7 +28,7 @@ def run(events: list, cfg: SurgeConfig | None = None, every: float = 5.0) -> lis
     d = SurgeDetector(cfg or SurgeConfig())
     found, last = [], None
     for e in events:
-        d.observe_event(e)
+        d.update(Item.of(e))
         t = e.event_time.timestamp()
         if last is None or t - last >= every:
             found += d.findings(t)
@@ -47,17 +49,23 @@ def background(n: int = 600, span: float = 4 * 3600, seed: int = 1) -> list[Post
     return out
 
 
+def entities(raw: str) -> set[str]:
+    return extract_entities(Text.of(raw), raw)
+
+
 def test_entities() -> None:
     text = ('$PEPE mint {"p":"mbc-20","op":"mint","tick":"claw","amt":"100"} CA: '
             "7xKXtg2CW87d97TXJSDpbD5jBkheTqA83TZRuJosgAsU "
             "0x52908400098527886E0F7030069857D2E4169EE7 see https://www.Pump.fun/coin/abc?ref=1"
             " and https://moltbook.com/post/1 #ToTheMoon")
-    assert extract_entities(text) == {
-        "token:PEPE", "token:CLAW", "contract:7xKXtg2CW87d97TXJSDpbD5jBkheTqA83TZRuJosgAsU",
-        "contract:0x52908400098527886e0f7030069857d2e4169ee7", "url:pump.fun/coin/abc",
-        "hashtag:tothemoon"}
-    assert extract_entities("costs $100 and #1") == set()
-    assert extract_entities("mint at mbc20.xyz now") == {"url:mbc20.xyz"}
+    # from the one tokeniser's tokens: lower case, and full URLs are removed before tokenising
+    assert {e for e in entities(text) if not e.startswith("text:")} == {
+        "token:PEPE", "token:CLAW", "contract:7xkxtg2cw87d97txjsdpbd5jbkhetqa83tzrujosgasu",
+        "contract:0x52908400098527886e0f7030069857d2e4169ee7", "hashtag:tothemoon"}
+    assert entities("costs $100 and #1") == set()
+    assert entities("mint at mbc20.xyz now, not moltbook.com") == {"url:mbc20.xyz"}
+    assert entities("Mint CLAW now and get rich quick friends [4CACeeJC]") == entities(
+        "Mint CLAW now and get rich quick friends [62qoqi]") != set()
 
 
 def test_real_mint_flood_surfaces_with_token_and_agents(moltbook_data: Path) -> None:
@@ -65,10 +73,15 @@ def test_real_mint_flood_surfaces_with_token_and_agents(moltbook_data: Path) -> 
     events = sorted((e for e in open_archive([moltbook_data / "api" / "agent-profiles.jsonl"])
                      if not isinstance(e, DeadLetter)), key=lambda e: e.event_time)
     suite = DetectorSuite(DetectorConfig(enabled=("surge",)))
+    last = None
     for e in events:
-        suite.observe_event(e)
-        suite.poll(e.event_time)
-    suite.close(events[-1].event_time)
+        suite.update(Item.of(e))
+        t = e.event_time.timestamp()
+        if last is None or t - last >= 10:  # the pipeline's tick
+            suite.expire(t)
+            suite.evaluate(t)
+            last = t
+    suite.close(events[-1].event_time.timestamp())
     [row] = suite.report()
     ev = row["evidence"]
     assert (row["type"], row["key"], row["severity"]) == ("surge", "token:CLAW", "critical")
@@ -94,7 +107,7 @@ def test_evidence_matches_a_batch_computation() -> None:
     events = sorted(events + flood, key=lambda e: e.event_time)
     d = SurgeDetector(cfg)
     for e in events:
-        d.observe_event(e)
+        d.update(Item.of(e))
     now = events[-1].event_time.timestamp()
     [f] = d.findings(now)
     assert f.key == "token:ZORK" and "url:mbc20.xyz" in f.evidence["related_entities"]
