@@ -114,9 +114,9 @@ class InteractionGraph:
         self._index: dict[str, int] = {}
         self._names: list[str] = []
         self._slot: dict[Pair, int] = {}
-        self._src = np.zeros(1024, np.int32)
-        self._dst = np.zeros(1024, np.int32)
-        self._w = np.zeros(1024, np.float64)
+        self._src = array("i")
+        self._dst = array("i")
+        self._w = array("d")
         self._heap: list[tuple[float, int, str, str]] = []
         self._seq = 0
         self._delta: Weights = {}
@@ -144,12 +144,9 @@ class InteractionGraph:
         slot = self._slot.get(pair)
         if slot is None:
             slot = self._slot[pair] = len(self._slot)
-            if slot == len(self._src):
-                self._src = np.concatenate([self._src, np.zeros(slot, np.int32)])
-                self._dst = np.concatenate([self._dst, np.zeros(slot, np.int32)])
-                self._w = np.concatenate([self._w, np.zeros(slot, np.float64)])
-            self._src[slot] = self._agent(edge.src)
-            self._dst[slot] = self._agent(edge.dst)
+            self._src.append(self._agent(edge.src))
+            self._dst.append(self._agent(edge.dst))
+            self._w.append(0.0)
             self._out.setdefault(edge.src, {})[edge.dst] = 1
             self._in.setdefault(edge.dst, set()).add(edge.src)
         else:
@@ -221,16 +218,19 @@ class InteractionGraph:
 
     def arrays(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """The cumulative graph as (agent names, src index, dst index, weight) arrays, one entry
-        per distinct pair (views: do not modify)."""
+        per distinct pair."""
         m = len(self._slot)
-        return self._names, self._src[:m], self._dst[:m], self._w[:m]
+        # copies (a C memcpy): a live view would forbid the buffers to grow
+        return (self._names, np.array(self._src, np.int32)[:m],
+                np.array(self._dst, np.int32)[:m], np.array(self._w, np.float64)[:m])
 
     def day_arrays(self, day: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A retained day's graph as (src, dst) agent indices (of :meth:`agent_names`) and
         weights, one entry per distinct pair, without a pass of Python over the pairs."""
         slots = np.frombuffer(self._day_slots[day], dtype=np.int32)
         w = np.fromiter(self.days[day].values(), np.float64, len(slots))
-        return self._src[slots], self._dst[slots], w
+        return (np.frombuffer(self._src, np.int32)[slots],
+                np.frombuffer(self._dst, np.int32)[slots], w)
 
     def agent_names(self) -> list[str]:
         """Every agent of the cumulative graph, by index (do not modify)."""
