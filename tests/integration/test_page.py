@@ -339,6 +339,24 @@ def test_page_and_docs_reference_only_packaged_assets(
                     assert client.get("/" + asset.lstrip("/")).status_code == 200, asset
 
 
+def test_the_page_reads_only_published_names() -> None:
+    """Every sample and detail the page asks for is one docs/metrics.md names (and
+    tests/unit/test_docs.py holds that document to what the pipeline reports)."""
+    root = Path(__file__).resolve().parents[2]
+    js = (root / "service" / "api" / "static" / "page.js").read_text()
+    documented = set(re.findall(r"`([a-z0-9_]+)`", (root / "docs" / "metrics.md").read_text()))
+    charts = re.findall(r'"([a-z0-9_]+)"', " ".join(re.findall(r"metrics: \[([^\]]*)\]", js)))
+    tiles = re.findall(r'\["([a-z_]+)", "[^"]*"\]', js.split("const TILES")[1].split(";")[0])
+    details = re.findall(r'details\.has\("([a-z_]+)"\)', js)
+    values = re.findall(r'sampleValue\([^,]+, "([a-z_]+)"\)', js)
+    assert len(charts) == 7 and len(tiles) == 6 and len(details) == 4 and len(values) >= 2
+    assert set(charts + tiles + details + values) <= documented
+    patterns = re.findall(r"metrics: \[[^\]]*?/(\^[^/]+\$)/", js)
+    assert len(patterns) == 1
+    for pattern in patterns:
+        assert any(re.fullmatch(pattern.strip("^$"), d) for d in documented), pattern
+
+
 def test_static_assets_ship_with_their_licences() -> None:
     static = Path(__file__).resolve().parents[2] / "service" / "api" / "static"
     for lib in ("uplot", "swagger-ui", "redoc"):
