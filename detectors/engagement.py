@@ -157,6 +157,10 @@ class EngagementDetector:
         if self._start is not None and t - self._start >= self.cfg.warmup_s:
             b.new_agents += 1
 
+    def expire(self, now: float) -> None:
+        """Nothing to drop here: :meth:`findings` closes each bucket once judged, and the post
+        ids of a bucket go with it after ``reply_horizon_s``."""
+
     def snapshot(self) -> Snapshot:
         moving = sum(r.active is not None for r in self._rates.values())
         return Snapshot(samples=[Sample(

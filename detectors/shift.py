@@ -134,6 +134,15 @@ class ShiftDetector:
         else:
             a.recent = (1 - cfg.agent_alpha) * a.recent + cfg.agent_alpha * v
 
+    def expire(self, now: float) -> None:
+        """Society buckets older than the window and its reference go (agents are bounded by
+        ``max_agents``, least recently posting evicted)."""
+        cfg = self.cfg
+        oldest = int(now // cfg.bucket_s) - int(cfg.window_s // cfg.bucket_s) - int(
+            cfg.reference_s // cfg.bucket_s)
+        while self._buckets and self._buckets[0][0] < oldest:
+            self._buckets.popleft()
+
     def snapshot(self) -> Snapshot:
         return Snapshot(samples=[Sample(
             "shift_agents_tracked", float(len(self._agents)),
