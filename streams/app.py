@@ -270,7 +270,8 @@ def create_app(config: DriverConfig, io: Collaborators,
         for partition in list(driver.parts):
             if partition not in assigned:  # moved to another worker: its owner reports now
                 del driver.parts[partition]
-        for partition, part in driver.parts.items():
+        # a copy: ingest may restore another partition while this awaits the send
+        for partition, part in list(driver.parts.items()):
             partial = part.report()
             if partial is not None:
                 await society.send(value=encode_threads(partition, part.next_offset, partial))
