@@ -67,7 +67,9 @@ class PartitionState:
         if not self.dedup.admit(event.id):
             return False
         if isinstance(event, PostEvent | CommentEvent | VoteEvent):
-            item = Item.of(event)
+            # threads read no text: an item without tokens (Item.of would tokenise the text,
+            # more than half of ingest's cost, for nothing)
+            item = Item(event, event.event_time.timestamp(), getattr(event, "author", None))
             self.threads.update(item)
             self.latest = item.t if self.latest is None else max(self.latest, item.t)
             self.news = True
