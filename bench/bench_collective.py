@@ -6,7 +6,7 @@ memory against agents and window edges. Everything is measured in this one run.
     .venv/bin/python bench/bench_collective.py --edges 30000 --agents 6000 --batches 10
 
 Per window step the incremental side does `WindowPageRank.apply(delta)` + `vector()`
-(warm-started power iteration to an L1 change below 1e-4); the batch side applies the same
+(warm-started power iteration to an L1 change below 1e-3); the batch side applies the same
 delta to a networkx DiGraph (not timed) and runs `networkx.pagerank` on it (timed). Each step
 is checked for L1 distance and top-10 overlap against that networkx result.
 """

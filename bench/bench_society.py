@@ -157,9 +157,9 @@ def main() -> None:
     print(f"int8 quantise: {min(1000, len(vecs)) / qt:8.0f} vectors/s")
 
     # -- 3. similarity state -------------------------------------------------------------------
-    days = [p[0] for p in posts[: len(vecs)]]
+    times = [p[0].timestamp() for p in posts[: len(vecs)]]
     cent = CentroidState()
-    t_one = timed(lambda: [cent.update(d, v) for d, v in zip(days, vecs, strict=True)])
+    t_one = timed(lambda: [cent.add(t, v) for t, v in zip(times, vecs, strict=True)])
     print(f"\n== similarity state ==\ncentroid update, one event at a time: "
           f"{len(vecs) / t_one:10.0f} events/s")
     t_snap = timed(cent.snapshot)
@@ -168,7 +168,8 @@ def main() -> None:
     day = vecs[rng.integers(0, len(vecs), args.knn_day)] + \
         0.02 * rng.standard_normal((args.knn_day, vecs.shape[1])).astype(np.float32)
     knn = KnnState(batch=args.batch)
-    t_knn = timed(lambda: ([knn.update("2026-01-30", v) for v in day], knn.snapshot()))
+    t0 = datetime(2026, 1, 30, tzinfo=UTC).timestamp()
+    t_knn = timed(lambda: ([knn.add(t0, v) for v in day], knn.snapshot()))
     per_post = knn.nbytes() / args.knn_day
     print(f"kNN, one day of {args.knn_day} posts, one update() a post (buffered {args.batch}): "
           f"{args.knn_day / t_knn:8.0f} events/s ({t_knn:.1f} s for the day), "

@@ -195,7 +195,7 @@ def test_window_pagerank_on_100k_synthetic_edges() -> None:
     width = timedelta(hours=24)
     edges = synthetic_interactions(130_000, 20_000, timedelta(hours=31), seed=3)
     g = InteractionGraph(window=width)
-    mc = WindowPageRank()  # the defaults: tol 1e-4
+    mc = WindowPageRank()  # the defaults: tol 1e-3
     step, due = 1800.0, edges[0].time
     checked = 0
     for e in edges:
@@ -208,7 +208,7 @@ def test_window_pagerank_on_100k_synthetic_edges() -> None:
                 ref = nx_pagerank(g.window)
                 est = mc.scores()
                 assert l1(est, ref) <= L1_BOUND
-                assert l1(est, pagerank_exact(g.window)) <= 0.85 / 0.15 * 1e-4
+                assert l1(est, pagerank_exact(g.window)) <= 0.85 / 0.15 * 1e-3
                 assert top10_overlap(est, ref) >= TOP10_BOUND
                 assert np.isclose(sum(est.values()), 1.0)
                 checked += 1
