@@ -265,7 +265,8 @@ def test_probe_run_against_loopback_moltbook(redis_client, real_store, caplog) -
         crawler = MoltbookCrawler(
             CrawlerSettings(base_url=fake.url, requests_per_minute=600_000, burst=100,
                             revisit_min_s=0.01, discovery_interval_s=0.05,
-                            fetch_profiles=False), registry=CollectorRegistry())
+                            fetch_profiles=False), registry=CollectorRegistry(),
+            probe_ids=store.post_ids)  # probe threads revisited (docs/probes.md)
         stop = threading.Event()
         events: list[Any] = []
 
