@@ -25,7 +25,9 @@ by their full id, exactly), first use = the earliest time of each pair, one ``se
 the adoption store (sorted by the same key) to keep the pairs never seen, one ``searchsorted``
 into the n-gram table (sorted by id) to add them to each n-gram's distinct-adopter count. A
 cascade's readable words are taken, when it crosses ``min_adopters``, from a buffered text that
-adopted it (:func:`streams.text.ngram_text`).
+adopted it (:func:`streams.text.ngram_text`). A merge rewrites the adoption store, so the
+buffer grows to a quarter of the store (at most 16 x ``flush_every`` pairs) before one: the
+rewrite costs O(1) a pair.
 
 Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, at least
 ``analysis_min_texts`` texts apart), bounded per run: the power-law fit only when the sizes
@@ -40,7 +42,7 @@ static-graph computation (replay's last report).
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
 adopter count, last adoption) plus 24 bytes per adoption (key, id, time) in the store, and the
-buffer (``flush_every`` pairs, ~32 bytes each, plus the buffered texts' words). When full, the
+buffer (~10 bytes a buffered pair: word ids and the texts' word lists). When full, the
 n-grams that are not cascades with the fewest adopters (oldest first) are evicted down to
 ``evict_to`` x ``max_tracked``, with their adoptions; ``cascade_ngrams_evicted_total`` and
 ``cascade_evicted_adopters_max`` say what was lost: sizes are exact for every n-gram never
@@ -336,7 +338,7 @@ class CascadeEngine:
         self._flush_at = cfg.flush_every
         self._ba: list[int] = []
         self._bt: list[float] = []
-        self._btext: list[Text] = []
+        self._btext: list[list[str]] = []  # words, to name the n-grams that become cascades
         self._buffered = 0
         self._words: dict[int, str] = {}  # cascade id -> its words
         self._exposure: dict[int, _Exposure] = {}
@@ -378,7 +380,7 @@ class CascadeEngine:
         self._bw.append(w)
         self._ba.append(agent)
         self._bt.append(item.t)
-        self._btext.append(item.text)
+        self._btext.append(item.text.words)
         self._buffered += len(w) * self._spans
         if self._buffered >= self._flush_at:
             self._flush()
@@ -454,7 +456,9 @@ class CascadeEngine:
         self._st = _placed(self._st, tn, at, old)
         self.adoptions_total += len(kn)
         self._count(gn, tn, srcn, origin)
-        self._flush_at = max(cfg.flush_every, min(len(self._sk) // 4, 4 * cfg.flush_every))
+        # a merge rewrites the store (O(adoptions)): buffer a quarter of it first, up to 16
+        # flush_every pairs (the buffered words: ~10 bytes a pair)
+        self._flush_at = max(cfg.flush_every, min(len(self._sk) // 4, 16 * cfg.flush_every))
 
     def _count(self, gn: np.ndarray, tn: np.ndarray, srcn: np.ndarray, origin: tuple) -> None:
         """Add new adoptions (grouped by id prefix) to each n-gram's count; evict if full."""
@@ -500,7 +504,7 @@ class CascadeEngine:
             n = lo + int(np.searchsorted(part_ends, flat, side="right"))
             ti = int(text_of[flat])
             start = int(where[flat] - offsets[ti])
-            self._words[gid] = ngram_text(texts[ti].words, n, start)
+            self._words[gid] = ngram_text(texts[ti], n, start)
 
     def _evict(self) -> None:
         """Drop the non-cascade n-grams with the fewest adopters (oldest first) and their
@@ -679,6 +683,8 @@ class CascadeEngine:
                           "exposure_cascades": len(largest), "exposure_stale_cascades": stale}
 
     def snapshot(self) -> Snapshot:
+        if not self._analysis and self.texts_total:
+            self.analyse()  # a short stream never reached the period: analyse it once
         _, size_arr = self._cascades()
         sizes = size_arr.tolist()
         samples = [

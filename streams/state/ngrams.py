@@ -39,8 +39,10 @@ change, every ``flush_every`` occurrences and on reading): one sort of the buffe
 (one day in the buffer: ``np.sort``, no payload), one ``searchsorted`` of the distinct ones into
 the table, one insertion; births and deaths are kept as per-day counters (``births`` /
 ``deaths`` of a day in the series: qualifying lives whose first / last day it is), so finished
-n-grams leave nothing but counts. Per post the cost is O(tokens x max_n x log), with no Python
-loop over tokens or history.
+n-grams leave nothing but counts. A merge rewrites the tables, so the buffer holds at least an
+eighth of the tracked n-grams before one (8 bytes an occurrence: the buffer adds at most ~8 %
+to the tables' memory); per post the cost is O(tokens x max_n x log), with no Python loop over
+tokens or history.
 
 Multi-worker: births and deaths need each n-gram's whole history in one place, and the per-day
 counters are only additive between trackers that own disjoint n-grams. So either one reducer
@@ -271,6 +273,7 @@ class NgramTracker:
         self._late: list[list[np.ndarray]] = [[] for _ in range(max_n)]  # batch rule only
         self._late_days: list[int] = []
         self._buffered = 0
+        self._flush_at = flush_every
         self.current: int | None = None
         self._first_day: int | None = None
         self.texts_total = 0
@@ -316,7 +319,7 @@ class NgramTracker:
         if not late:
             self.occurrences_total += size
         self._buffered += size
-        if self._buffered >= self.flush_every:
+        if self._buffered >= self._flush_at:
             self._flush()
 
     def expire(self, now: float) -> None:
@@ -353,6 +356,10 @@ class NgramTracker:
                 b.clear()
             days.clear()
         self._buffered = 0
+        # a merge rewrites the tables (O(tracked)): buffer at least an eighth of them first,
+        # so that rewriting costs O(1) an occurrence however many n-grams the window holds
+        held = sum(len(t) for t in self._live.tables)
+        self._flush_at = max(self.flush_every, held // 8)
 
     # -- read -------------------------------------------------------------------------------
     def tracked(self, n: int) -> int:
