@@ -282,7 +282,8 @@ def create_app(config: DriverConfig, io: Collaborators,
         if driver.duplicates:
             io.metrics.incr("duplicates", driver.duplicates)
             driver.duplicates = 0
-        if reducer.pipeline.latest is None or not holds_society():  # a former reducer is stale
+        held = holds_society()  # asked every tick: it notices the partition leaving
+        if not held or reducer.pipeline.latest is None:  # a former reducer's state is stale
             return
         tick = reducer.tick(wall=time.time())
         for alert in tick.alerts:
