@@ -16,12 +16,15 @@ adopters) are one incident, keyed by the earliest-born n-gram, which stays track
 carries the readable phrase (recovered from the text that made it a candidate).
 
 Cost: per text, a handful of C-level set operations over its n-gram ids (amortised O(n-grams),
-no Python loop over them); Python work only for n-grams born recently and seen again. Expiry is
-by generations: the n-grams seen are kept in sets of ``memory_s / seen_generations`` of event
-time each, the singly-used young n-grams in dicts of ``max_age_s / young_generations``; dropping
-the oldest generation is one deallocation, never a scan. An n-gram is therefore old when seen
-within the last ``memory_s`` (up to ``memory_s + memory_s / seen_generations`` ago: the bound of
-the generation scheme).
+about two hash look-ups an n-gram with the defaults, no Python loop over them); Python work only
+for the n-grams born recently and seen again (a verbatim repeat of a recent text promotes all its
+n-grams: the real-text benchmark, which resamples real texts whole, is the worst case). Expiry
+is by generations: the n-grams seen are kept in sets of ``memory_s / seen_generations`` of event
+time each (12 h by default), the singly-used young n-grams in dicts of ``max_age_s /
+young_generations`` (3 h); dropping the oldest generation is one deallocation, never a scan. An
+n-gram is therefore old when seen within the last ``memory_s`` (and at most ``memory_s +
+memory_s / seen_generations`` ago, 24 h: the bound of the generation scheme); a single's age is
+checked exactly when it is used again.
 
 Memory: the distinct n-grams of ``memory_s`` (one set entry each per generation they occur in;
 when the seen sets exceed ``max_seen`` entries the oldest generation goes early), one dict entry
@@ -63,11 +66,11 @@ class BurstConfig:
     max_age_s: float = 3 * 3600.0
     quiet_s: float = 1800.0
     min_text_share: float = 0.03
-    memory_s: float = 24 * 3600.0
+    memory_s: float = 12 * 3600.0
     warmup_s: float = 3600.0
     warmup_texts: int = 1000
-    seen_generations: int = 2
-    young_generations: int = 2
+    seen_generations: int = 1
+    young_generations: int = 1
     max_seen: int = 20_000_000
     max_adopters: int = 500
 
@@ -128,6 +131,27 @@ class BurstDetector:
         gen = int(t // self._seen_gen_s)
         if not self._seen or self._seen[-1][0] < gen:
             self._seen.append((gen, set()))
+        if not (t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts):
+            self._seen[-1][1].update(grams)  # warm-up: everything seen is old
+            return
+        # young and single n-grams are in the seen sets since their birth: only the old ones
+        # of this text can be young or single
+        new = grams.difference(*(s for _, s in reversed(self._seen)))
+        self._seen[-1][1].update(grams)
+        if len(new) < len(grams):
+            grams.difference_update(new)
+            self._old(grams, item, ids)
+        if new:
+            ygen = int(t // self._young_gen_s)
+            if not self._single or self._single[-1][0] < ygen:
+                self._single.append((ygen, {}))
+            self._records.append((t, author, _post_id(item), self._texts - 1))
+            self._single[-1][1].update(dict.fromkeys(new, self._record_base
+                                                     + len(self._records) - 1))
+
+    def _old(self, grams: set[int], item: Item, ids: list[int]) -> None:
+        """The n-grams of a text seen before: adoption of the young, promotion of the single."""
+        cfg, t, author = self.cfg, item.t, item.author
         young = self._young.keys() & grams if self._young else ()
         for g in young:
             y = self._young[g]
@@ -137,23 +161,10 @@ class BurstDetector:
                     and len(y.adopters) < cfg.max_adopters:
                 y.adopters[author] = t
                 y.posts.append(_post_id(item))
-        if not (t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts):
-            self._seen[-1][1].update(grams)  # warm-up: everything seen is old
-            return
         for _, singles in self._single:
             for g in singles.keys() & grams:
                 if self._promote(g, singles[g], item, ids):
                     del singles[g]
-        # young and single n-grams are in the seen sets since their birth: not new
-        new = grams.difference(*(s for _, s in reversed(self._seen)))
-        self._seen[-1][1].update(grams)
-        if new:
-            ygen = int(t // self._young_gen_s)
-            if not self._single or self._single[-1][0] < ygen:
-                self._single.append((ygen, {}))
-            self._records.append((t, author, _post_id(item), self._texts - 1))
-            self._single[-1][1].update(dict.fromkeys(new, self._record_base
-                                                     + len(self._records) - 1))
 
     def _promote(self, g: int, rec: int, item: Item, ids: list[int]) -> bool:
         """A singly-used young n-gram used again: tracked in full from a second adopter on.
