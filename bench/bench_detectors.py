@@ -1,9 +1,21 @@
-"""Detector benchmark: every planted scenario of the simulator, several seeds and scales.
+"""Detector benchmark: every planted scenario of the simulator, several seeds and scales, on the
+simulator's own background or on a real-text one.
 
-For each (scale, seed) it runs one simulated day with all five scenarios planted and one clean
-day (same seed, no scenario), feeds the events in event-time order to a DetectorSuite (post
+For each (scale, seed) it runs one day with all five scenarios planted and one clean day (same
+seed, no scenario), feeds the items in event-time order to a DetectorSuite as the pipeline does
+(``update(Item.of(event, vector))``, ``expire`` and ``evaluate`` every 10 s of event time; post
 embeddings from a hashed bag of words by default, ``--embedder minilm`` for the real model),
-and matches alerts to the simulator's ground-truth labels:
+and matches alerts to the simulator's ground-truth labels.
+
+``--background real`` (issue 10 item 7): the background is the real-text stream of
+``bench/realtext.py`` (real Moltbook texts resampled, real shapes, at ``--real-scale``; its own
+mint flood off), and the scenarios are overlaid on it: the events of the planted simulation
+that its clean twin does not have (same id and text), moved to the real stream's clock, plus
+the planted agents' whole history (a drift needs the agent's earlier posts); a collapse removes
+that share of the real comments and vote changes in its window. The clean run is
+``--clean-days`` (7) of the real stream alone: it must raise nothing.
+
+Matching:
 
   surge -> surge alert naming the token, contract or mint URL
   supernode -> supernode alert on the planted agent
@@ -18,14 +30,17 @@ others are false. Clean days must give none. Latency is event time from the scen
 the alert's start, and, for the surge, from the post that made it detectable (the one that
 brought ``min_posts`` posts from ``min_accounts`` accounts); ``wall`` is the processing cost.
 
-  .venv/bin/python bench/bench_detectors.py                    # 2 seeds, small: ~4 min
+  .venv/bin/python bench/bench_detectors.py                    # 2 seeds, small
   .venv/bin/python bench/bench_detectors.py --seeds 0 1 2 3 --scales small default
+  .venv/bin/python bench/bench_detectors.py --background real --seeds 0 1 2
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import heapq
+import random
 import re
 import statistics
 import sys
@@ -38,6 +53,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import realtext  # noqa: E402
 
 from detectors.alert import Alert  # noqa: E402
 from detectors.runner import DetectorSuite  # noqa: E402
@@ -48,12 +66,14 @@ from service.sources.simulate import (  # noqa: E402
     SimulationConfig,
     Simulator,
 )
-from streams.events import PostEvent  # noqa: E402
+from streams.events import CommentEvent, Event, PostEvent, VoteEvent  # noqa: E402
+from streams.state.base import Item  # noqa: E402
 
 SCALES = {"small": (3_000, 250.0), "default": (20_000, 600.0), "large": (40_000, 1200.0)}
 DETECTOR_OF = {"surge": "surge", "supernode": "supernode", "burst": "burst", "drift": "shift",
                "collapse": "engagement"}
 _TOKEN = re.compile(r"\w+")
+TICK_S = 10.0  # the pipeline's evaluation tick (event time)
 
 
 def hash_embed(text: str, dim: int = 256) -> np.ndarray:
@@ -83,11 +103,63 @@ def matches(alert: Alert, label: Label) -> bool:
     return ev.get("direction") == "down"
 
 
-def run(scale: str, seed: int, planted: bool, args: argparse.Namespace) -> dict:
+def simulate(scale: str, seed: int, planted: bool, hours: float) -> Simulator:
     agents, rate = SCALES[scale]
     specs = tuple(ScenarioSpec(name=n) for n in SCENARIOS) if planted else ()
-    sim = Simulator(SimulationConfig(seed=seed, agents=agents, posts_per_hour=rate,
-                                     duration=timedelta(hours=args.hours), scenarios=specs))
+    return Simulator(SimulationConfig(seed=seed, agents=agents, posts_per_hour=rate,
+                                      duration=timedelta(hours=hours), scenarios=specs))
+
+
+def real_background(seed: int, days: float, scale: float) -> realtext.RealTextStream:
+    cfg = realtext.RealTextConfig(seed=seed, scale=scale, flood_accounts=0)
+    n = int(sum(cfg.events_per_day(d) for d in range(int(days) + 1)) * 1.1)
+    return realtext.RealTextStream(cfg, max_events=n)
+
+
+def overlay(scale: str, seed: int, args: argparse.Namespace) -> tuple[list[Event], list[Label]]:
+    """The planted scenarios of the simulator over the real-text background (module doc)."""
+    planted = simulate(scale, seed, True, args.hours)
+    clean = {(e.id, getattr(e, "text", None)) for e in simulate(scale, seed, False, args.hours)}
+    sim_events = list(planted)
+    labels = planted.labels
+    who = {a for lab in labels if lab.scenario == "drift" for a in lab.agents}
+    extra = [e for e in sim_events if (e.id, getattr(e, "text", None)) not in clean
+             or getattr(e, "author", None) in who]
+    bg = real_background(seed, args.hours / 24, args.real_scale)
+    shift = bg.config.start - sim_events[0].event_time
+    moved = [e.model_copy(update={"event_time": e.event_time + shift,
+                                  "observed_at": e.observed_at + shift}) for e in extra]
+    labels = [lab.model_copy(update={"start": lab.start + shift, "end": lab.end + shift})
+              for lab in labels]
+    collapse = [(lab.start, lab.end) for lab in labels if lab.scenario == "collapse"]
+    share = ScenarioSpec(name="collapse").intensity
+    rng = random.Random(seed)
+    end = moved[-1].event_time if moved else bg.config.start + timedelta(hours=args.hours)
+
+    def background() -> list[Event]:
+        out = []
+        for e in bg:
+            if e.event_time > end:
+                break
+            if isinstance(e, CommentEvent | VoteEvent) and any(
+                    a <= e.event_time <= b for a, b in collapse) and rng.random() < share:
+                continue
+            out.append(e)
+        return out
+
+    merged = list(heapq.merge(background(), moved, key=lambda e: e.event_time))
+    return merged, labels
+
+
+def run(scale: str, seed: int, planted: bool, args: argparse.Namespace) -> dict:
+    labels: list[Label] = []
+    if args.background == "sim":
+        sim = simulate(scale, seed, planted, args.hours)
+        events: list[Event] | Simulator = sim
+    elif planted:
+        events, labels = overlay(scale, seed, args)
+    else:
+        events = list(real_background(seed, args.clean_days, args.real_scale))
     embed = hash_embed
     if args.embedder == "minilm":
         from sentence_transformers import SentenceTransformer
@@ -102,28 +174,35 @@ def run(scale: str, seed: int, planted: bool, args: argparse.Namespace) -> dict:
     n_events = 0
     first_detectable: dict[str, float] = {}
     surge_posts: dict[str, set[str]] = defaultdict(set)
+    last: float | None = None
     tracemalloc.start()
     t_start = time.perf_counter()
-    for event in sim:
+    for event in events:
         n_events += 1
-        suite.observe_event(event)
-        if isinstance(event, PostEvent):
-            suite.observe_embedding(event.event_time, event.author, embed(event.text))
-            if "mbc-20" in event.content and "surge" not in first_detectable:
-                surge_posts["accounts"].add(event.author)
-                surge_posts["posts"].add(event.post_id)
-                cfg = suite.cfg.surge
-                if (len(surge_posts["posts"]) >= cfg.min_posts
-                        and len(surge_posts["accounts"]) >= cfg.min_accounts):
-                    first_detectable["surge"] = event.event_time.timestamp()
-        w0 = time.perf_counter()
-        new = suite.poll(event.event_time)
-        detect_wall.append(time.perf_counter() - w0)
-        alerts.extend(a for a in new if a.state == "firing")
+        vector = embed(event.text) if isinstance(event, PostEvent) else None
+        item = Item.of(event, vector)
+        suite.update(item)
+        if isinstance(event, PostEvent) and "mbc-20" in event.content \
+                and "surge" not in first_detectable and "CA:" in event.content:
+            surge_posts["accounts"].add(event.author or "")
+            surge_posts["posts"].add(event.post_id)
+            cfg = suite.cfg.surge
+            if (len(surge_posts["posts"]) >= cfg.min_posts
+                    and len(surge_posts["accounts"]) >= cfg.min_accounts):
+                first_detectable["surge"] = item.t
+        if last is None or item.t - last >= TICK_S:
+            last = item.t
+            w0 = time.perf_counter()
+            suite.expire(item.t)
+            new = suite.evaluate(item.t)
+            detect_wall.append(time.perf_counter() - w0)
+            alerts.extend(a for a in new if a.state == "firing")
     wall = time.perf_counter() - t_start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return {"alerts": alerts, "labels": sim.labels, "events": n_events, "wall": wall,
+    if isinstance(events, Simulator):
+        labels = events.labels
+    return {"alerts": alerts, "labels": labels, "events": n_events, "wall": wall,
             "peak_mb": peak / 2**20, "detectable": first_detectable,
             "eval_p99_ms": 1000 * float(np.percentile(detect_wall, 99))}
 
@@ -136,6 +215,11 @@ def main() -> None:
     ap.add_argument("--grace", type=float, default=3600.0, help="seconds after a window's end")
     ap.add_argument("--embedder", choices=["hash", "minilm"], default="hash")
     ap.add_argument("--show", action="store_true", help="print every alert")
+    ap.add_argument("--background", choices=["sim", "real"], default="sim")
+    ap.add_argument("--real-scale", type=float, default=0.05,
+                    help="real-text stream scale (1 = a 200k-post peak day)")
+    ap.add_argument("--clean-days", type=float, default=7.0,
+                    help="length of the clean real-text run")
     args = ap.parse_args()
 
     tp: dict[str, int] = defaultdict(int)
@@ -201,8 +285,7 @@ def main() -> None:
     if detect_latency:
         print(f"surge: from the post that made it detectable to the alert, event time: "
               f"median {statistics.median(detect_latency):.1f} s, "
-              f"max {max(detect_latency):.1f} s (evaluation every "
-              f"{DetectorSuite().cfg.evaluate_interval_s:g} s of event time)")
+              f"max {max(detect_latency):.1f} s (evaluation every {TICK_S:g} s of event time)")
 
 
 if __name__ == "__main__":
