@@ -56,7 +56,7 @@ TICK_S = 10.0
 PEAK_DAY = {"posts": 200_000, "comments": 500_000, "agents": 100_000}
 MEMORY_BUDGET = 4 * 2**30
 # Engines that read another engine's state, fed untimed before them when run alone.
-NEEDS = {"cascades": ("influence",), "roles": ("influence",), "supernode": ("influence",)}
+NEEDS = {"cascades": ("influence",), "roles": ("influence",)}
 
 
 def rss_bytes() -> int:
@@ -195,6 +195,8 @@ def child_shares(args: argparse.Namespace) -> dict[str, Any]:
     suite = getattr(p, "detectors", None)
     if suite is not None:
         instrument(suite, spent, "detectors (suite, all of them)")
+        if hasattr(suite, "_updates"):  # the suite keeps its detectors' bound updates
+            suite._updates = [d.update for d in suite.detectors.values()]
     gen = [0.0]
     busy, n = 0.0, 0
     for chunk in chunks(args.text, args.events, args.seed, args.scale, args.chunk, gen):
