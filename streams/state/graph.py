@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,10 +59,9 @@ Weights = dict[Pair, int]
 DAY = 86400
 
 
-@dataclass(frozen=True, slots=True)
-class Interaction:
+class Interaction(NamedTuple):
     """One directed interaction (time in unix seconds): the fact the per-partition stage
-    forwards to the reducer."""
+    forwards to the reducer (a named tuple: one is made per comment)."""
 
     src: str
     dst: str
@@ -117,7 +116,7 @@ class InteractionGraph:
         self._src = array("i")
         self._dst = array("i")
         self._w = array("d")
-        self._heap: list[tuple[float, int, str, str]] = []
+        self._heap: list[tuple[float, int, Pair]] = []
         self._seq = 0
         self._delta: Weights = {}
         self._now: float | None = None
@@ -147,8 +146,14 @@ class InteractionGraph:
             self._src.append(self._agent(edge.src))
             self._dst.append(self._agent(edge.dst))
             self._w.append(0.0)
-            self._out.setdefault(edge.src, {})[edge.dst] = 1
-            self._in.setdefault(edge.dst, set()).add(edge.src)
+            out = self._out.get(edge.src)
+            if out is None:
+                out = self._out[edge.src] = {}
+            out[edge.dst] = 1
+            ins = self._in.get(edge.dst)
+            if ins is None:
+                ins = self._in[edge.dst] = set()
+            ins.add(edge.src)
         else:
             self._out[edge.src][edge.dst] += 1
         self._w[slot] += 1.0
@@ -172,7 +177,7 @@ class InteractionGraph:
         self.window[pair] = self.window.get(pair, 0) + 1
         self._delta[pair] = self._delta.get(pair, 0) + 1
         self._seq += 1
-        heapq.heappush(self._heap, (ts, self._seq, edge.src, edge.dst))
+        heapq.heappush(self._heap, (ts, self._seq, pair))
 
     def _agent(self, name: str) -> int:
         i = self._index.get(name)
@@ -190,8 +195,7 @@ class InteractionGraph:
         cutoff = ts - self.window_width
         heap = self._heap
         while heap and heap[0][0] <= cutoff:
-            _, _, src, dst = heapq.heappop(heap)
-            pair = (src, dst)
+            pair = heapq.heappop(heap)[2]
             left = self.window[pair] - 1
             if left:
                 self.window[pair] = left

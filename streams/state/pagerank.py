@@ -256,11 +256,12 @@ class WindowPageRank:
         if not n:
             return Names(ids, []), np.zeros(0)
         if self._dirty:
-            live = self._ew > 0
-            es, ed, ew = self._es[live], self._ed[live], self._ew[live]
+            # every slot, free ones included (weight 0: they add nothing); COO: the product
+            # runs straight over the slots, no sort into CSR each refresh
+            es, ed, ew = self._es, self._ed, self._ew
             outw = np.bincount(es, weights=ew, minlength=size)
-            # COO: its product runs straight over the slots (no sort into CSR each refresh)
-            m = sp.coo_matrix((ew / outw[es], (ed, es)), shape=(size, size))
+            coef = np.divide(ew, outw[es], out=np.zeros_like(ew), where=ew > 0)
+            m = sp.coo_matrix((coef, (ed, es)), shape=(size, size))
             dangling = alive & (outw == 0)
             p = self._p[:size].copy()
             p[alive & (p == 0)] = 1.0 / n  # fresh nodes
