@@ -203,7 +203,7 @@ def create_app(config: DriverConfig, io: Collaborators,
     async def ingest(stream: faust.StreamT) -> None:
         loop = asyncio.get_running_loop()
         async for batch in stream.take_events(config.embed_batch, within=config.embed_wait_s):
-            admitted: list[tuple[Event, int, int]] = []
+            admitted: list[tuple[Event, int, int, bytes]] = []
             for record in batch:
                 raw, partition, offset = record.value, record.message.partition, \
                     record.message.offset
@@ -221,8 +221,8 @@ def create_app(config: DriverConfig, io: Collaborators,
                 elif taken is None:
                     driver.duplicates += 1
                 else:
-                    admitted.append((taken, partition, offset))
-            wanted = [ev for ev, _, _ in admitted if driver.pipeline.wants_vector(ev)]
+                    admitted.append((taken, partition, offset, raw))
+            wanted = [ev for ev, *_ in admitted if driver.pipeline.wants_vector(ev)]
             vectors = {}
             if wanted:
                 # the model holds the GIL little and blocks long: keep the event loop beating
@@ -231,8 +231,8 @@ def create_app(config: DriverConfig, io: Collaborators,
                 vectors = {ev.id: v for ev, v in zip(wanted, encoded, strict=True)}
             if admitted:
                 await society.send(
-                    value=encode_society([Forwarded(ev, vectors.get(ev.id), partition, offset)
-                                          for ev, partition, offset in admitted]))
+                    value=encode_society([Forwarded(ev, vectors.get(ev.id), partition, offset, raw)
+                                          for ev, partition, offset, raw in admitted]))
 
     def holds_society() -> bool:
         held = TP(society.get_topic_name(), 0) in app.consumer.assignment()

@@ -1,8 +1,14 @@
-"""Wire format of the society topic: a canonical event and, for texts, its compact embedding.
+"""Wire format of the society topic: batches of canonical events with, for texts, their compact
+embedding; and the partitions' thread partials.
 
-Vectors travel as float16 (:func:`streams.embedding.quantise`: half the bytes of float32; a
-pair's cosine moves by at most ``2 cosine_error_bound``, about 1e-3, for unit vectors of
-dimension 384), base64 in a JSON envelope, and are decoded re-normalised.
+An event batch is binary: ``MSB1``, then per event a little-endian header (events partition
+u32, offset u64, JSON length u32, vector length u32), the event's JSON and the vector's bytes.
+The JSON is the record exactly as ingest read it from the events topic (already validated
+there), so ingest never serialises an event again and the reducer validates it straight from
+JSON bytes: about a quarter of the cost of a JSON envelope a way on the real sample. Vectors
+travel as float16 (:func:`streams.embedding.quantise`: half the bytes of float32; a pair's
+cosine moves by at most ``2 cosine_error_bound``, about 1e-3, for unit vectors of dimension
+384) and are decoded re-normalised. Thread partials are small JSON objects.
 
 >>> import numpy as np
 >>> from datetime import datetime, timezone
@@ -20,8 +26,8 @@ dimension 384), base64 in a JSON envelope, and are decoded re-normalised.
 
 from __future__ import annotations
 
-import base64
 import json
+import struct
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -31,16 +37,21 @@ from streams.embedding import QuantisedVector, dequantise, quantise
 from streams.events import Event, parse_event
 from streams.state.threads import Partial, Sums
 
+MAGIC = b"MSB1"
+_HEAD = struct.Struct("<IQII")  # partition, offset, JSON length, vector length
+
 
 @dataclass(frozen=True, slots=True)
 class Forwarded:
     """An admitted event, its vector, and the events partition and offset it was read at: the
-    reducer applies each record once however often a handover or a re-seek delivers it."""
+    reducer applies each record once however often a handover or a re-seek delivers it.
+    ``raw``: the event's JSON as read (ingest has it), else it is serialised."""
 
     event: Event
     vector: np.ndarray | None
     partition: int
     offset: int
+    raw: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +67,12 @@ class ThreadsPartial:
 def encode_society(items: Sequence[Forwarded]) -> bytes:
     """A batch of events (in order) with their vectors: one message per ingest batch, so the
     single reducer pays the broker's per-message cost once per batch, not once per event."""
-    batch = []
+    out = [MAGIC]
     for f in items:
-        body: dict[str, object] = {"e": f.event.model_dump(mode="json"), "p": f.partition,
-                                   "o": f.offset}
-        if f.vector is not None:
-            body["v"] = base64.b64encode(quantise(f.vector, "float16").data).decode()
-        batch.append(body)
-    return json.dumps({"b": batch}, separators=(",", ":")).encode()
+        raw = f.raw if f.raw is not None else f.event.model_dump_json().encode()
+        vec = b"" if f.vector is None else quantise(f.vector, "float16").data
+        out += (_HEAD.pack(f.partition, f.offset, len(raw), len(vec)), raw, vec)
+    return b"".join(out)
 
 
 def encode_threads(partition: int, next_offset: int, partial: Partial) -> bytes:
@@ -73,17 +82,22 @@ def encode_threads(partition: int, next_offset: int, partial: Partial) -> bytes:
 
 
 def decode_society(payload: bytes) -> list[Forwarded] | ThreadsPartial:
-    body = json.loads(payload)
-    if "threads" in body:
-        t = body["threads"]
+    if not payload.startswith(MAGIC):
+        t = json.loads(payload)["threads"]
         p = t["partial"]
         return ThreadsPartial(t["partition"], t["next_offset"], Partial(
             {k: Sums(**v) for k, v in p["by_bucket"].items()},
             {k: Sums(**v) for k, v in p["by_day"].items()}, p["late_comments"]))
     out: list[Forwarded] = []
-    for item in body["b"]:
+    view, i = memoryview(payload), len(MAGIC)
+    while i < len(view):
+        partition, offset, n_raw, n_vec = _HEAD.unpack_from(view, i)
+        i += _HEAD.size
+        raw = bytes(view[i:i + n_raw])
+        i += n_raw
         vector = None
-        if "v" in item:
-            vector = dequantise(QuantisedVector("float16", base64.b64decode(item["v"])))
-        out.append(Forwarded(parse_event(item["e"]), vector, item["p"], item["o"]))
+        if n_vec:
+            vector = dequantise(QuantisedVector("float16", bytes(view[i:i + n_vec])))
+            i += n_vec
+        out.append(Forwarded(parse_event(raw), vector, partition, offset, raw))
     return out

@@ -9,7 +9,7 @@ import pickle
 from datetime import UTC, datetime, timedelta
 
 from streams.events import CommentEvent, PostEvent, VoteEvent
-from streams.messages import Forwarded, encode_society, encode_threads
+from streams.messages import MAGIC, Forwarded, encode_society, encode_threads
 from streams.partition import PartitionState, Rejected
 from streams.pipeline import Pipeline, PipelineConfig
 from streams.reducer import Reducer
@@ -43,7 +43,7 @@ def test_each_message_and_each_record_applied_once() -> None:
     # a handover: the new owner forwards record (0, 4) again with a new one; (1, 0) is new
     assert r.apply(1, batch((post("1"), 0, 4), (post("2"), 0, 5), (post("3"), 1, 0)), wall=3.0)
     assert r.pipeline.events == 3 and r.applied == {0: 6, 1: 1}
-    assert (r.next_offset, r.last_raw[:2]) == (2, b'{"')
+    assert (r.next_offset, r.last_raw[:4]) == (2, MAGIC)
     assert r.last_event_wall == 3.0
 
 
@@ -123,3 +123,33 @@ def test_restored_partition_equals_the_live_one() -> None:
     assert restored.report() == live.report() is not None
     assert live.report() is None  # nothing new since
     assert live.take(raws[0], len(raws)) is None and restored.take(raws[0], len(raws)) is None
+
+
+def test_society_batch_carries_the_record_as_read_and_float16_vectors() -> None:
+    import numpy as np
+
+    from streams.embedding import QuantisedVector, cosine_error_bound
+    from streams.messages import decode_society
+
+    rng = np.random.default_rng(0)
+    vecs = rng.normal(size=(3, 384)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    events = [post("1"), comment("c", "1"), post("2")]
+    raws = [json_spaced(e) for e in events]
+    sent = [Forwarded(e, v if i != 1 else None, i, 10 * i, raw)
+            for i, (e, v, raw) in enumerate(zip(events, vecs, raws, strict=True))]
+    got = decode_society(encode_society(sent))
+    assert isinstance(got, list)
+    assert [(f.event, f.partition, f.offset, f.raw) for f in got] == [
+        (e, i, 10 * i, raw) for i, (e, raw) in enumerate(zip(events, raws, strict=True))]
+    assert got[1].vector is None
+    bound = cosine_error_bound(QuantisedVector("float16", bytes(768)))
+    for i in (0, 2):
+        assert abs(float(got[i].vector @ vecs[i]) - 1.0) <= 2 * bound
+
+
+def json_spaced(event: PostEvent | CommentEvent) -> bytes:
+    """A producer's own JSON layout (indented): forwarded as read, never re-serialised."""
+    import json
+
+    return json.dumps(json.loads(event.model_dump_json()), indent=1).encode()
