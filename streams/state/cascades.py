@@ -239,6 +239,63 @@ def _placed(column: np.ndarray, values: np.ndarray, at: np.ndarray, old: np.ndar
     return out
 
 
+class _Store:
+    """Adoptions sorted by key (n-gram id prefix | agent): key, n-gram id, first use."""
+
+    __slots__ = ("sk", "sg", "st")
+
+    def __init__(self) -> None:
+        self.sk = np.empty(0, np.uint64)
+        self.sg = np.empty(0, np.uint64)
+        self.st = np.empty(0, np.float64)
+
+    def __len__(self) -> int:
+        return len(self.sk)
+
+    def nbytes(self) -> int:
+        return self.sk.nbytes + self.sg.nbytes + self.st.nbytes
+
+    def find(self, ku: np.ndarray, gu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(found mask, position when found else insertion point) of pairs (sorted keys)."""
+        sk, sg = self.sk, self.sg
+        pos = np.searchsorted(sk, ku)
+        hit = pos < len(sk)
+        hit[hit] = sk[pos[hit]] == ku[hit]
+        found = hit.copy()
+        found[hit] = sg[pos[hit]] == gu[hit]
+        at = pos.copy()
+        for i in np.flatnonzero(hit & ~found):  # same key, another n-gram: look along the run
+            j = int(pos[i])
+            while j < len(sk) and sk[j] == ku[i]:
+                if sg[j] == gu[i]:
+                    found[i], at[i] = True, j
+                    break
+                j += 1
+        return found, at
+
+    def earliest(self, at: np.ndarray, t: np.ndarray) -> None:
+        self.st[at] = np.minimum(self.st[at], t)
+
+    def add(self, k: np.ndarray, g: np.ndarray, t: np.ndarray) -> None:
+        """Insert pairs (sorted by key, none present)."""
+        if len(k):
+            at, old = _places(np.searchsorted(self.sk, k), len(self.sk))
+            self.sk = _placed(self.sk, k, at, old)
+            self.sg = _placed(self.sg, g, at, old)
+            self.st = _placed(self.st, t, at, old)
+
+    def keep(self, mask: np.ndarray) -> None:
+        self.sk, self.sg, self.st = self.sk[mask], self.sg[mask], self.st[mask]
+
+    def of(self, gid: np.uint64) -> tuple[np.ndarray, np.ndarray]:
+        """(agent indices, first uses) of one n-gram's adoptions."""
+        prefix = gid & PREFIX_MASK
+        lo = np.searchsorted(self.sk, prefix)
+        hi = np.searchsorted(self.sk, prefix | AGENT_MASK, side="right")
+        mine = self.sg[lo:hi] == gid
+        return (self.sk[lo:hi][mine] & AGENT_MASK).astype(np.int64), self.st[lo:hi][mine]
+
+
 @dataclass(slots=True)
 class _Exposure:
     """One cascade's exposure figures as of its last computation."""
@@ -328,10 +385,9 @@ class CascadeEngine:
         self._keys = np.empty(0, np.uint64)
         self._size = np.empty(0, np.uint32)
         self._last = np.empty(0, np.float64)
-        # adoption store, sorted by key (id prefix | agent)
-        self._sk = np.empty(0, np.uint64)
-        self._sg = np.empty(0, np.uint64)
-        self._st = np.empty(0, np.float64)
+        # adoptions: of cascades (never evicted) and of the other n-grams (evicted with them)
+        self._big = _Store()
+        self._small = _Store()
         # buffer: each text's word ids, agent, time and text (n-grams made at the flush)
         self._bw: list[np.ndarray] = []
         self._spans = cfg.n_range[1] - cfg.n_range[0] + 1
@@ -433,37 +489,30 @@ class CascadeEngine:
         ku, gu, src = ks[first], gs[first], order[first]
         tu = np.minimum.reduceat(t[order], first)
         # pairs already adopted: keep the earliest time
-        pos = np.searchsorted(self._sk, ku)
-        hit = pos < len(self._sk)
-        hit[hit] = self._sk[pos[hit]] == ku[hit]
-        found = hit.copy()
-        found[hit] = self._sg[pos[hit]] == gu[hit]
-        at = pos.copy()
-        for i in np.flatnonzero(hit & ~found):  # same key, another n-gram: look along the run
-            j = int(pos[i])
-            while j < len(self._sk) and self._sk[j] == ku[i]:
-                if self._sg[j] == gu[i]:
-                    found[i], at[i] = True, j
-                    break
-                j += 1
-        e = at[found]
-        self._st[e] = np.minimum(self._st[e], tu[found])
-        new = ~found
+        new = np.ones(len(ku), bool)
+        for store in (self._big, self._small):
+            found, at = store.find(ku[new], gu[new])
+            idx = np.flatnonzero(new)[found]
+            store.earliest(at[found], tu[idx])
+            new[idx] = False
         kn, gn, tn, srcn = ku[new], gu[new], tu[new], src[new]
-        at, old = _places(pos[new], len(self._sk))
-        self._sk = _placed(self._sk, kn, at, old)
-        self._sg = _placed(self._sg, gn, at, old)
-        self._st = _placed(self._st, tn, at, old)
         self.adoptions_total += len(kn)
-        self._count(gn, tn, srcn, origin)
+        cascade = self._count(gn, tn, srcn, origin)
+        self._big.add(kn[cascade], gn[cascade], tn[cascade])
+        self._small.add(kn[~cascade], gn[~cascade], tn[~cascade])
+        if len(self._keys) > self.config.max_tracked:
+            self._evict()
         # a merge rewrites the store (O(adoptions)): buffer a quarter of it first, up to 16
         # flush_every pairs (the buffered words: ~10 bytes a pair)
-        self._flush_at = max(cfg.flush_every, min(len(self._sk) // 4, 16 * cfg.flush_every))
+        self._flush_at = max(cfg.flush_every, min(len(self._big) // 4, 16 * cfg.flush_every))
 
-    def _count(self, gn: np.ndarray, tn: np.ndarray, srcn: np.ndarray, origin: tuple) -> None:
-        """Add new adoptions (grouped by id prefix) to each n-gram's count; evict if full."""
+    def _count(self, gn: np.ndarray, tn: np.ndarray, srcn: np.ndarray, origin: tuple,
+               ) -> np.ndarray:
+        """Add new adoptions (grouped by id prefix) to each n-gram's count; move the
+        adoptions of n-grams that became cascades to their store. Returns which of the new
+        adoptions are of cascades."""
         if not len(gn):
-            return
+            return np.zeros(0, bool)
         m = self.config.min_adopters
         run = np.flatnonzero(np.r_[True, gn[1:] != gn[:-1]])
         rg, rc = gn[run], np.diff(np.r_[run, len(gn)])
@@ -490,8 +539,13 @@ class CascadeEngine:
         crossed = np.concatenate((crossed, born))
         if len(crossed):
             self._name(crossed, gn, srcn, origin)
-        if len(self._keys) > self.config.max_tracked:
-            self._evict()
+            moving = np.isin(self._small.sg, crossed)
+            if moving.any():
+                small = self._small
+                self._big.add(small.sk[moving], small.sg[moving], small.st[moving])
+                small.keep(~moving)
+        run_cascade = self._size[np.searchsorted(self._keys, rg)] >= m
+        return np.repeat(run_cascade, rc)
 
     def _name(self, crossed: np.ndarray, gn: np.ndarray, srcn: np.ndarray, origin: tuple,
               ) -> None:
@@ -523,10 +577,7 @@ class CascadeEngine:
         self.evicted_total += n_drop
         self.evicted_adopters_max = max(self.evicted_adopters_max,
                                         int(self._size[drop].max()))
-        pair_gram = np.searchsorted(self._keys, self._sg)
-        keep_pairs = ~gone[pair_gram]
-        self._sk, self._sg, self._st = (self._sk[keep_pairs], self._sg[keep_pairs],
-                                        self._st[keep_pairs])
+        self._small.keep(~gone[np.searchsorted(self._keys, self._small.sg)])
         keep = ~gone
         self._keys, self._size, self._last = self._keys[keep], self._size[keep], self._last[keep]
 
@@ -557,8 +608,8 @@ class CascadeEngine:
         return len(self._keys)
 
     def nbytes(self) -> int:
-        return int(sum(a.nbytes for a in (self._keys, self._size, self._last, self._sk,
-                                          self._sg, self._st)))
+        return int(self._keys.nbytes + self._size.nbytes + self._last.nbytes
+                   + self._big.nbytes() + self._small.nbytes())
 
     def _gram_id(self, ngram: str) -> int:
         words = Text.of(ngram).words
@@ -567,11 +618,10 @@ class CascadeEngine:
     def _adopters(self, gid: int) -> tuple[np.ndarray, np.ndarray]:
         """(agent indices, first-use times) of an n-gram's adopters, in key order."""
         g = np.uint64(gid)
-        prefix = g & PREFIX_MASK
-        lo = np.searchsorted(self._sk, prefix)
-        hi = np.searchsorted(self._sk, prefix | AGENT_MASK, side="right")
-        mine = self._sg[lo:hi] == g
-        return (self._sk[lo:hi][mine] & AGENT_MASK).astype(np.int64), self._st[lo:hi][mine]
+        agents, times = self._big.of(g)
+        if not len(agents):
+            agents, times = self._small.of(g)
+        return agents, times
 
     def adopters(self, ngram: str) -> dict[str, float]:
         """Adopters of an n-gram and their first use (unix seconds)."""
