@@ -66,7 +66,7 @@ from streams.text import Text
 ENTITY_PRIORITY = {"token": 0, "contract": 1, "url": 2, "hashtag": 3, "text": 4}
 TLDS = ("xyz", "com", "io", "ai", "fun", "app", "net", "org", "gg", "so", "co", "me", "lol",
         "meme")
-_TLD_RE = re.compile(r"\.(?:" + "|".join(TLDS) + r")\b")
+_TLD_RE = re.compile(r"\.(?:" + "|".join(TLDS) + r")\b", re.IGNORECASE)
 _TLD_SET = frozenset(TLDS)
 _OWN_HOSTS = ("moltbook.com", "www.moltbook.com")
 _HEX = frozenset("0123456789abcdef")
@@ -95,7 +95,6 @@ def extract_entities(text: Text, raw: str = "", min_template_words: int = 8) -> 
     """
     tokens = text.tokens
     out: set[str] = set()
-    raw = raw.lower()
     if "$" in raw or "#" in raw:
         for i in range(len(tokens) - 1):
             t, nxt = tokens[i], tokens[i + 1]
@@ -103,7 +102,7 @@ def extract_entities(text: Text, raw: str = "", min_template_words: int = 8) -> 
                 out.add(f"token:{nxt.upper()}")
             elif t[-1] == "#" and _ticker(nxt, 40) and len(nxt) >= 3:
                 out.add(f"hashtag:{nxt}")
-    if "tick" in raw:
+    if "tick" in raw or "TICK" in raw:
         i = -1
         while True:
             try:
