@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import faust
+import numpy as np
 from kafka import TopicPartition as TP
 from pydantic import ValidationError
 
@@ -139,10 +140,11 @@ class Driver:
     def pipeline(self) -> Pipeline:
         return self.reducer.pipeline
 
-    def embedder(self) -> TextEmbedder:
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts``; the embedder (the model) is built on the first call."""
         if self._embedder is None:
             self._embedder = self.io.embedder()
-        return self._embedder
+        return self._embedder.encode_batch(texts)
 
     def new_partition(self) -> PartitionState:
         return PartitionState(self.config.dedup_capacity, self.config.pipeline.threads)
@@ -225,9 +227,10 @@ def create_app(config: DriverConfig, io: Collaborators,
             wanted = [ev for ev, *_ in admitted if driver.pipeline.wants_vector(ev)]
             vectors = {}
             if wanted:
-                # the model holds the GIL little and blocks long: keep the event loop beating
-                encoded = await loop.run_in_executor(
-                    None, driver.embedder().encode_batch, [ev.text for ev in wanted])
+                # the model loads (first batch) and encodes off the event loop: it holds the
+                # GIL little and blocks long, and the loop must keep beating
+                encoded = await loop.run_in_executor(None, driver.embed,
+                                                     [ev.text for ev in wanted])
                 vectors = {ev.id: v for ev, v in zip(wanted, encoded, strict=True)}
             if admitted:
                 await society.send(

@@ -6,6 +6,7 @@ worker entry point that wires the real collaborators; and the layering (nothing 
 from __future__ import annotations
 
 import ast
+import asyncio
 import dataclasses
 import json
 import shutil
@@ -83,8 +84,8 @@ class Topics:
 
 
 def settings(**kw: Any) -> Settings:
-    return Settings(kafka_url="kafka://127.0.0.1:9", redis_url="redis://127.0.0.1:9/0",
-                    embed=False, topic_prefix="unit", **kw)
+    return Settings(**{"kafka_url": "kafka://127.0.0.1:9", "redis_url": "redis://127.0.0.1:9/0",
+                       "embed": False, "topic_prefix": "unit", **kw})
 
 
 def collaborators(checkpoints: Any = None, topics: Topics | None = None) -> Collaborators:
@@ -124,6 +125,43 @@ async def test_ingest_dedups_and_dead_letters(worker) -> None:  # type: ignore[n
                for c in driver.topics["deadletters"].send.await_args_list]
     assert reasons == ["bad_json", "invalid"]
     assert driver.io.topics.restored == [(0, 0)]  # the partition was restored once
+
+
+async def test_ingest_embeds_posts_off_the_loop_with_one_embedder() -> None:
+    """Posts (not comments, by default) are embedded; the embedder is built once, on the
+    first texts; the reducer receives the vectors."""
+    built: list[int] = []
+
+    class Model:
+        def encode_batch(self, texts: list[str]) -> Any:
+            import numpy as np
+
+            return np.tile(np.eye(1, 384, dtype=np.float32), (len(texts), 1))
+
+    def embedder() -> Model:
+        built.append(1)
+        return Model()
+
+    io = dataclasses.replace(collaborators(), embedder=embedder)
+    app, driver = create_app(driver_config(settings(embed=True)), io)
+    app.finalize()
+    app.conf.store = "memory://"
+    app.flow_control.resume()
+    driver.topics["society"].send = AsyncMock()  # type: ignore[method-assign]
+    reply = CommentEvent(id="comment:c", event_time=T, observed_at=T, comment_id="c",
+                         post_id="1", author="bob", reply_to="ann", content="hi")
+    async with driver.agents["ingest"].test_context() as agent:
+        for value in (post("1"), reply.model_dump_json().encode(), post("2")):
+            await agent.put(value=value, key=b"k")
+        for _ in range(500):  # the batch waits for the executor: let it finish
+            if driver.topics["society"].send.await_count:
+                break
+            await asyncio.sleep(0.01)
+    got = [f for c in driver.topics["society"].send.await_args_list
+           for f in decode_society(c.kwargs["value"])]
+    assert [(f.event.id, f.vector is not None) for f in got] == [
+        ("post:1", True), ("comment:c", False), ("post:2", True)]
+    assert got[0].vector[0] == pytest.approx(1.0) and built == [1]
 
 
 async def test_reduce_feeds_the_pipeline(worker) -> None:  # type: ignore[no-untyped-def]
