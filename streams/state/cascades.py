@@ -648,27 +648,47 @@ class CascadeEngine:
         exposure (not pooled)."""
         self._flush()
         agents, times = self._adopters(self._gram_id(ngram))
-        k, gi = self._exposure_of(agents, times, *self._graph_map())
+        tail_src, tail_dst, nodes = self._graph_map()
+        gi, k_ad, others = self._exposure_of(agents, times, tail_src, tail_dst)
         inside = gi >= 0
-        mine = {self._agents[a]: int(k[g]) for a, g in zip(agents[inside].tolist(),
-                                                           gi[inside].tolist(), strict=True)}
-        return mine, Counter(k.tolist()), Counter(mine.values())
+        mine = {self._agents[a]: int(k) for a, k in zip(agents[inside].tolist(),
+                                                        k_ad[inside].tolist(), strict=True)}
+        everyone = Counter(others.tolist()) + Counter(mine.values())
+        everyone[0] += nodes - len(others) - len(mine)
+        return mine, +everyone, Counter(mine.values())
 
     def _exposure_of(self, agents: np.ndarray, times: np.ndarray, tail_src: np.ndarray,
-                     tail_dst: np.ndarray, nodes: int) -> tuple[np.ndarray, np.ndarray]:
-        """Exposure of every agent of the graph: k[a] = edges j -> a with j an adopter before
-        a (a non-adopter: ever); and each adopter's graph index (-1: not in the graph)."""
+                     tail_dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Exposures to one cascade, k(a) = edges j -> a with j an adopter before a (a
+        non-adopter: ever), sparse (O(adopters' out-edges), not O(graph)): each adopter's
+        graph index (-1: not in the graph) and exposure (0 outside), and the exposures >= 1
+        of the non-adopters."""
         gi = self._gmap[agents]
         inside = gi >= 0
-        ta = np.full(nodes, np.inf)
-        ta[gi[inside]] = times[inside]
-        src, dst = self._edges.out_edges(gi[inside])
-        if len(tail_src):
-            t_mask = np.isfinite(ta[tail_src])
+        order = np.argsort(gi[inside])
+        ga, tg = gi[inside][order], times[inside][order]  # adopters in the graph, sorted
+        src, dst = self._edges.out_edges(ga)
+        if len(tail_src) and len(ga):
+            p = np.minimum(np.searchsorted(ga, tail_src), len(ga) - 1)
+            t_mask = ga[p] == tail_src
             src = np.concatenate((src, tail_src[t_mask]))
             dst = np.concatenate((dst, tail_dst[t_mask]))
-        before = ta[src] < ta[dst]
-        return np.bincount(dst[before], minlength=nodes), gi
+        k_ad = np.zeros(len(agents), np.int64)
+        if not len(src):
+            return gi, k_ad, np.zeros(0, np.int64)
+        t_src = tg[np.searchsorted(ga, src)]
+        p = np.minimum(np.searchsorted(ga, dst), len(ga) - 1)
+        dst_adopts = ga[p] == dst
+        t_dst = np.where(dst_adopts, tg[p], np.inf)
+        nodes_hit, counts = np.unique(dst[t_src < t_dst], return_counts=True)
+        p = np.minimum(np.searchsorted(ga, nodes_hit), len(ga) - 1)
+        is_ad = ga[p] == nodes_hit
+        k_sorted = np.zeros(len(ga), np.int64)
+        k_sorted[p[is_ad]] = counts[is_ad]
+        k_inside = np.empty(len(ga), np.int64)
+        k_inside[order] = k_sorted
+        k_ad[inside] = k_inside
+        return gi, k_ad, counts[~is_ad]
 
     def analyse(self, full: bool = False) -> None:
         """Power-law fit of the sizes (when they changed) and the exposure analysis (changed
@@ -696,14 +716,14 @@ class CascadeEngine:
                 continue
             budget -= size
             agents, times = self._adopters(gid)
-            k, gi = self._exposure_of(agents, times, tail_src, tail_dst, nodes)
+            gi, k_ad, others = self._exposure_of(agents, times, tail_src, tail_dst)
             inside = gi >= 0
-            counted = np.union1d(np.flatnonzero(k), gi[inside])
+            adopted = np.bincount(np.minimum(k_ad[inside], cap), minlength=cap + 1)
             first = np.lexsort((agents, times))[:cfg.adopters_shown].tolist()
             self._exposure[gid] = _Exposure(
-                size, np.bincount(np.minimum(k[counted], cap), minlength=cap + 1),
-                np.bincount(np.minimum(k[gi[inside]], cap), minlength=cap + 1), len(counted),
-                [(int(agents[i]), float(times[i]), int(k[gi[i]]) if gi[i] >= 0 else None)
+                size, adopted + np.bincount(np.minimum(others, cap), minlength=cap + 1),
+                adopted, int(inside.sum()) + len(others),
+                [(int(agents[i]), float(times[i]), int(k_ad[i]) if gi[i] >= 0 else None)
                  for i in first])
         agents_k = np.zeros(cap + 1, np.int64)
         adopted_k = np.zeros(cap + 1, np.int64)
