@@ -53,25 +53,20 @@ def tokenize(text: str) -> list[str]:
     return TOKEN_RE.findall(text)
 
 
-def is_word(token: str) -> bool:
-    """A run of word characters (a wordpunct token is either that or punctuation)."""
-    c = token[0]
-    return c.isalnum() or c == "_"
-
-
 def token_ids(tokens: list[str]) -> np.ndarray:
     """64-bit ids of tokens (stable across processes and runs: blake2b, not ``hash``)."""
-    cache = _ids
-    if len(cache) > _CACHE_MAX:
-        cache.clear()
-    get = cache.get
-    out = [get(t) for t in tokens]
-    for i, v in enumerate(out):
-        if v is None:
-            t = tokens[i]
-            out[i] = cache[t] = int.from_bytes(
-                hashlib.blake2b(t.encode("utf-8"), digest_size=8).digest(), "little")
-    return np.array(out, np.uint64)
+    try:  # the common case, every token known: one C-level pass
+        return np.fromiter(map(_ids.__getitem__, tokens), np.int64, len(tokens)).view(np.uint64)
+    except KeyError:
+        pass
+    if len(_ids) > _CACHE_MAX:
+        _ids.clear()
+    for t in tokens:
+        if t not in _ids:
+            # stored signed so that the array is built without Python's big-int path
+            _ids[t] = int.from_bytes(hashlib.blake2b(t.encode("utf-8"), digest_size=8).digest(),
+                                     "little", signed=True)
+    return np.fromiter(map(_ids.__getitem__, tokens), np.int64, len(tokens)).view(np.uint64)
 
 
 def ngram_ids(ids: np.ndarray, n: int) -> np.ndarray:
@@ -117,7 +112,7 @@ class Text:
     def words(self) -> list[str]:
         """The word tokens (punctuation runs left out)."""
         if self._words is None:
-            self._words = [t for t in self.tokens if is_word(t)]
+            self._words = [t for t in self.tokens if t[0].isalnum() or t[0] == "_"]
         return self._words
 
     @property
