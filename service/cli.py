@@ -198,15 +198,17 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     start_http_server(settings.crawler.metrics_port, addr=settings.crawler.metrics_host)
     checkpoint = CheckpointStore(redis.Redis.from_url(settings.redis_url),
                                  prefix=settings.crawler.checkpoint_prefix)
-    crawler = MoltbookCrawler(settings.crawler, checkpoint)
+    # probe threads (docs/probes.md): revisited often and kept past the horizon
+    probes = ProbeStore(redis.Redis.from_url(settings.redis_url), settings.topic_prefix)
+    crawler = MoltbookCrawler(settings.crawler, checkpoint, probe_ids=probes.post_ids,
+                              probe_horizon_s=settings.crawler.probe_horizon_s)
     sink = KafkaSink(settings)
     log.info("crawling %s at %.0f requests/min; metrics on %s:%d",
              settings.crawler.base_url, settings.crawler.requests_per_minute,
              settings.crawler.metrics_host, settings.crawler.metrics_port)
     try:
         # replies to probe posts are kept for scoring (service/probes/store.py)
-        tap = ProbeTap(ProbeStore(redis.Redis.from_url(settings.redis_url),
-                                  settings.topic_prefix))
+        tap = ProbeTap(probes)
         crawler.run(tap.wrap(sink.send), stop, flush=sink.flush)
     finally:
         crawler.close()

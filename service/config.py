@@ -62,6 +62,8 @@ class CrawlerSettings(BaseModel):
     offset_overlap: int = Field(2, description="Items of the previous offset page re-read")
     max_walk_pages: int = Field(5000, description="Safety cap on pages in one walk")
     revisit_min_s: float = 120.0
+    probe_horizon_s: float = Field(7 * 86400.0, description="Probe posts (docs/probes.md) are "
+                                   "revisited every revisit_min_s this long after creation")
     revisit_max_s: float = 6 * 3600.0
     revisit_age_fraction: float = Field(0.25, description="Revisit interval as a fraction of "
                                         "the post's age, before activity speed-up and clamping")

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 import redis
 from fastapi import FastAPI
 
-from service.api import agents, alerts, health, metrics, page, prometheus, webhooks
+from service.api import agents, alerts, health, metrics, page, probes, prometheus, webhooks
 from service.config import get_settings
 
 
@@ -30,7 +30,7 @@ def create_app() -> FastAPI:
         docs_url=None,  # served from the package by service.api.page, not from a CDN
         redoc_url=None,
     )
-    for module in (metrics, agents, alerts, webhooks, health, prometheus):
+    for module in (metrics, agents, alerts, webhooks, health, prometheus, probes):
         app.include_router(module.router)
     page.install(app)
     return app
