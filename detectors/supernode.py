@@ -116,12 +116,21 @@ class SupernodeDetector:
         self._snaps: deque[_Snap] = deque(
             maxlen=self.cfg.history + self._gap + self.cfg.persist)
         self._edges: deque[tuple[float, str, str, str]] = deque()
-        # the window's graph, kept as edges enter and leave it
-        self._weights: Counter[tuple[str, str]] = Counter()
+        # the window's graph, kept as edges enter and leave it: a slot per (source, target)
+        # pair in flat lists (weights 0 = free slot), a node index per agent with live edges
+        self._slot: dict[tuple[str, str], int] = {}
+        self._src: list[int] = []
+        self._dst: list[int] = []
+        self._w: list[int] = []
+        self._free_slots: list[int] = []
+        self._node: dict[str, int] = {}
+        self._names: list[str] = []
+        self._degree: list[int] = []  # live pairs touching each node
+        self._free_nodes: list[int] = []
+        self._p = np.zeros(0)  # the last snapshot's PageRank by node (a warm start)
         self._repliers: dict[str, Counter[str]] = {}  # target -> replier -> comments
         self._threads: dict[str, Counter[str]] = {}  # target -> thread -> comments
         self._anonymous = 0
-        self._ranks: dict[str, float] = {}  # the last snapshot's PageRank (a warm start)
         self._first_t: float | None = None
         # The background's natural reach: per snapshot, the most distinct repliers drawn by
         # an agent of the top ``candidates`` that was not reported.
@@ -146,7 +155,10 @@ class SupernodeDetector:
             self._first_t = t
         thread = event.post_id
         self._edges.append((t, source, target, thread))
-        self._weights[source, target] += 1
+        slot = self._slot.get((source, target))
+        if slot is None:
+            slot = self._new_slot(source, target)
+        self._w[slot] += 1
         self._repliers.setdefault(target, Counter())[source] += 1
         self._threads.setdefault(target, Counter())[thread] += 1
 
@@ -156,27 +168,71 @@ class SupernodeDetector:
         edges = self._edges
         while edges and edges[0][0] < cutoff:
             _, s, t, thread = edges.popleft()
-            for counter, key in ((self._weights, (s, t)), (self._repliers[t], s),
-                                 (self._threads[t], thread)):
+            slot = self._slot[s, t]
+            self._w[slot] -= 1
+            if not self._w[slot]:
+                self._free_slot(s, t, slot)
+            for counter, key in ((self._repliers[t], s), (self._threads[t], thread)):
                 counter[key] -= 1
                 if counter[key] <= 0:
                     del counter[key]
             if not self._repliers[t]:
                 del self._repliers[t], self._threads[t]
 
-    def _observe_pagerank(self, now: float, ranks: dict[str, float]) -> None:
-        """One PageRank vector (any scale: it is normalised to shares)."""
-        total = sum(ranks.values())
-        if total <= 0 or len(ranks) < 2:
+    def _node_of(self, name: str) -> int:
+        i = self._node.get(name)
+        if i is None:
+            if self._free_nodes:
+                i = self._free_nodes.pop()
+                self._names[i] = name
+            else:
+                i = len(self._names)
+                self._names.append(name)
+                self._degree.append(0)
+            self._node[name] = i
+        self._degree[i] += 1
+        return i
+
+    def _new_slot(self, source: str, target: str) -> int:
+        u, v = self._node_of(source), self._node_of(target)
+        if self._free_slots:
+            slot = self._free_slots.pop()
+            self._src[slot], self._dst[slot] = u, v
+        else:
+            slot = len(self._w)
+            self._src.append(u)
+            self._dst.append(v)
+            self._w.append(0)
+        self._slot[source, target] = slot
+        return slot
+
+    def _free_slot(self, source: str, target: str, slot: int) -> None:
+        del self._slot[source, target]
+        self._free_slots.append(slot)
+        for name, i in ((source, self._src[slot]), (target, self._dst[slot])):
+            self._degree[i] -= 1
+            if not self._degree[i]:
+                del self._node[name]
+                self._free_nodes.append(i)
+
+    def _observe_pagerank(self, now: float, names: list[str], p: np.ndarray) -> None:
+        """One PageRank vector over ``names`` (any scale: it is normalised to shares)."""
+        total = float(p.sum())
+        if total <= 0 or len(p) < 2:
             return
         self._last_sample = now
         if self._first_t is None:
             self._first_t = now
-        order = sorted(ranks, key=lambda a: (-ranks[a], a))
-        k = largest_gap_cut([ranks[a] for a in order])
-        top = order[: self.cfg.max_agents_tracked]
-        self._snaps.append(_Snap(now, len(ranks), {a: ranks[a] / total for a in top},
-                                 {a: i + 1 for i, a in enumerate(top)}, frozenset(order[:k]),
+        desc = np.sort(p)[::-1]
+        k = largest_gap_cut(desc)
+        m = min(len(p), max(self.cfg.max_agents_tracked, k))
+        # the top m (and every agent tied with the m-th), ordered by rank then name
+        head = np.flatnonzero(p >= desc[m - 1]).tolist()
+        order = sorted(head, key=lambda i: (-p[i], names[i]))
+        top = [names[i] for i in order[: self.cfg.max_agents_tracked]]
+        shares = {names[i]: float(p[i]) / total for i in order[: self.cfg.max_agents_tracked]}
+        self._snaps.append(_Snap(now, len(p), shares, {a: i + 1 for i, a in enumerate(top)},
+                                 frozenset(names[i] for i in order[:k]),
                                  now - self._first_t >= self.cfg.graph_window_s))
 
     def findings(self, now: float) -> list[Finding]:
@@ -269,21 +325,22 @@ class SupernodeDetector:
     def _sample(self, now: float) -> None:
         if self._last_sample is not None and now - self._last_sample < self.cfg.sample_interval_s:
             return
-        if not self._weights:
+        w = np.array(self._w, np.float64)
+        live = w > 0
+        if not live.any():
             return
-        # pagerank_exact's iteration on the window's edge arrays, warm-started from the last
-        # snapshot (the window moved by one sample interval: a few iterations, same fixed point)
-        idx: dict[str, int] = {}
-        src = np.fromiter((idx.setdefault(u, len(idx)) for u, _ in self._weights), np.int64,
-                          len(self._weights))
-        dst = np.fromiter((idx.setdefault(v, len(idx)) for _, v in self._weights), np.int64,
-                          len(self._weights))
-        w = np.fromiter(self._weights.values(), np.float64, len(self._weights))
-        prev = self._ranks
-        start = np.fromiter((prev.get(a, 0.0) for a in idx), np.float64, len(idx))
-        p = pagerank_arrays(src, dst, w, len(idx), alpha=0.85, start=start)
-        self._ranks = dict(zip(idx, p.tolist(), strict=True))
-        self._observe_pagerank(now, self._ranks)
+        src, dst, w = np.array(self._src)[live], np.array(self._dst)[live], w[live]
+        # pagerank_exact's iteration on the window's edge arrays, over the agents with live
+        # edges, warm-started from the last snapshot (the window moved by one sample interval:
+        # a few iterations to the same fixed point)
+        nodes = np.unique(np.concatenate([src, dst]))
+        prev = np.zeros(len(self._names))
+        prev[: len(self._p)] = self._p[: len(prev)]
+        p = pagerank_arrays(np.searchsorted(nodes, src), np.searchsorted(nodes, dst), w,
+                            len(nodes), alpha=0.85, start=prev[nodes])
+        self._p = np.zeros(len(self._names))
+        self._p[nodes] = p
+        self._observe_pagerank(now, [self._names[i] for i in nodes.tolist()], p)
 
     def snapshot(self) -> Snapshot:
         return Snapshot(samples=[
