@@ -221,6 +221,12 @@ class CascadeConfig:
     exposure_cascades: int = 1000
 
 
+def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """values in sorted_set (small): binary searches, no sort of the values (np.isin sorts)."""
+    p = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[p] == values
+
+
 def _places(pos: np.ndarray, n_old: int) -> tuple[np.ndarray, np.ndarray]:
     """Values inserted before the sorted positions ``pos`` of an array of ``n_old``: their
     final places and the mask of the old entries in the result (shared by every column;
@@ -538,8 +544,9 @@ class CascadeEngine:
         born = ng[nc >= m]
         crossed = np.concatenate((crossed, born))
         if len(crossed):
+            crossed = np.unique(crossed)
             self._name(crossed, gn, srcn, origin)
-            moving = np.isin(self._small.sg, crossed)
+            moving = _member(self._small.sg, crossed)
             if moving.any():
                 small = self._small
                 self._big.add(small.sk[moving], small.sg[moving], small.st[moving])
@@ -552,7 +559,7 @@ class CascadeEngine:
         """The words of n-grams that just became cascades, from a buffered text using them."""
         part_ends, where, text_of, offsets, texts = origin
         lo = self.config.n_range[0]
-        pick = np.isin(gn, crossed)
+        pick = _member(gn, crossed)
         ids, idx = np.unique(gn[pick], return_index=True)
         for gid, flat in zip(ids.tolist(), srcn[pick][idx].tolist(), strict=True):
             n = lo + int(np.searchsorted(part_ends, flat, side="right"))
