@@ -49,7 +49,8 @@ class EmbeddedSettings(BaseModel):
 class CrawlerSettings(BaseModel):
     base_url: str = "https://www.moltbook.com/api/v1"
     api_key: SecretStr | None = None
-    requests_per_minute: float = 60.0
+    requests_per_minute: float = Field(55.0, description="Request pace: under the platform's "
+                                       "60/min sliding minute with room for arrival jitter")
     page_limit: int = 50
     timeout_s: float = 30.0
     burst: float = Field(1.0, description="Token bucket size: requests allowed back to back")
@@ -70,8 +71,10 @@ class CrawlerSettings(BaseModel):
     max_retries: int = Field(5, description="Retries of a 5xx/timeout/broken answer")
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 300.0
-    ip_block_backoff_s: float = Field(900.0, description="Wait after a header-less 429")
-    ip_block_backoff_cap_s: float = 3600.0
+    ip_block_backoff_s: float = Field(30.0, description="Wait after a header-less 429 (the "
+                                      "per-IP limit); doubles while they repeat")
+    ip_block_backoff_cap_s: float = Field(900.0, description="Longest wait after repeated "
+                                          "header-less 429s")
     fetch_profiles: bool = True
     checkpoint_prefix: str = "moltscope:crawler"
     metrics_port: int = Field(9108, description="Port of the crawler's own /metrics")

@@ -6,9 +6,10 @@ Moltbook limits (``moltbook-api.md``): 60 requests/min per token over a sliding 
 (``X-RateLimit-*`` headers), plus a per-IP limit whose 429 answers carry no ``X-RateLimit-*``
 headers and can last 15 minutes or more. So: pace every request through a bucket whose burst
 is small (a bucket of burst ``b`` and rate ``r`` admits at most ``b + r*W`` requests in any
-window of ``W`` seconds, hence ``b + 60`` in a sliding minute at the default 60/min and
-burst 1), honour ``Retry-After`` / ``X-RateLimit-Reset`` exactly, and back off long on a
-header-less 429.
+window of ``W`` seconds, hence ``b + 55`` = 56 in a sliding minute at the crawler's default
+55/min and burst 1: under the 60 even when requests arrive a few seconds bunched), honour
+``Retry-After`` / ``X-RateLimit-Reset`` exactly, and back off in proportion on a header-less
+429: a short pause first, doubling while they repeat (see :class:`RetryPolicy`).
 
 >>> now = [0.0]
 >>> bucket = TokenBucket(per_minute=60, burst=1, clock=lambda: now[0])
@@ -134,24 +135,28 @@ class RetryPolicy:
       nominal delay, so retries never hammer, and spread so crawlers do not synchronise.
     - 429 with ``Retry-After`` / ``X-RateLimit-*``: exactly what the server says (plus
       ``slack_s``), at least ``base_s``.
-    - 429 without any such header (the per-IP limit, which can last 15 minutes or more):
-      ``ip_block_s``, doubling on each consecutive header-less 429 up to ``ip_block_cap_s``;
-      a successful answer resets the streak.
+    - 429 without any such header (the per-IP limit): ``ip_block_s``, doubling on each
+      consecutive header-less 429 (no successful answer between them) up to
+      ``ip_block_cap_s``; a successful answer resets the streak. A crawl of a few hundred
+      requests almost always meets a lone one, which so costs ``ip_block_s`` (30 s by default)
+      instead of a 15-minute stall, while a block that lasts is probed ever more rarely:
+      30, 60, ..., 480, then every 900 s, i.e. 6 requests in its first half hour.
 
-    >>> p = RetryPolicy(base_s=1, cap_s=60, ip_block_s=900, ip_block_cap_s=3600,
-    ...                 rng=random.Random(1))
+    >>> p = RetryPolicy(base_s=1, cap_s=60, rng=random.Random(1))
     >>> [round(p.server_error(a), 2) for a in range(4)]
     [0.57, 1.85, 3.53, 5.02]
-    >>> p.rate_limited({}, None, 0.0), p.rate_limited({}, None, 0.0)
-    (900.0, 1800.0)
-    >>> p.success(); p.rate_limited({"Retry-After": "5"}, None, 0.0)
+    >>> [p.rate_limited({}, None, 0.0) for _ in range(7)]
+    [30.0, 60.0, 120.0, 240.0, 480.0, 900.0, 900.0]
+    >>> p.success(); p.rate_limited({}, None, 0.0)  # the streak ended: short again
+    30.0
+    >>> p.rate_limited({"Retry-After": "5"}, None, 0.0)
     5.25
     """
 
     base_s: float = 1.0
     cap_s: float = 300.0
-    ip_block_s: float = 900.0
-    ip_block_cap_s: float = 3600.0
+    ip_block_s: float = 30.0
+    ip_block_cap_s: float = 900.0
     slack_s: float = 0.25
     rng: random.Random = field(default_factory=random.Random)
     _ip_streak: int = 0
