@@ -135,6 +135,8 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     api_token: SecretStr | None = Field(None, description="Bearer token for write endpoints")
+    api_max_body_bytes: int = Field(64 * 1024, gt=0, description="Largest request body a write "
+                                    "endpoint accepts (413 beyond)")
     # Tansu holds a group join for half the session timeout: keep it short.
     broker_session_timeout_s: float = 6.0
     broker_heartbeat_interval_s: float = 1.0
