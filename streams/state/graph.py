@@ -23,7 +23,9 @@ per distinct pair of that day; the cumulative graph one entry per distinct pair 
 ``_out`` and ``_in`` (~200 B a pair) plus an agent index and the pair arrays
 (:meth:`InteractionGraph.arrays`, 20 B a pair, 8 B an agent) that the exact PageRank and the
 roles read without copying the graph. It is the paper's cumulative graph and grows with the
-society, O(agents x mean partners).
+society, O(agents x mean partners). Measured with the influence engine's window PageRank, on a
+resampled real stream: about 790 B per distinct pair while the pair is in the window, about
+250 B once only the cumulative graph holds it; about 2 kB per agent in all.
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import CommentEvent
