@@ -134,6 +134,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(f"{result.pipeline.events} events ({result.duplicates} duplicates, "
           f"{sum(result.dead_letters.values())} dead letters, {result.embedded} embedded, "
           f"{len(report['alerts'])} alerts) -> {args.report}")
+    if not args.no_tables:  # per-day tables for researchers (docs/metrics.md, Exports)
+        from service.exports import days_dir, write_day_tables
+
+        # through JSON: the tables hold what r.json holds
+        rows = write_day_tables(json.loads(json.dumps(report, default=str)),
+                                days_dir(Path(args.report)))
+        print(f"per-day tables ({', '.join(f'{k} {n}' for k, n in rows.items())} rows) -> "
+              f"{days_dir(Path(args.report))}/<table>.parquet|csv")
     return 0
 
 
@@ -251,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--speed", type=float, help="pace: this many times the original speed")
     r.add_argument("--no-embed", action="store_true",
                    help="with --report: skip the model (no semantic metrics, much faster)")
+    r.add_argument("--no-tables", action="store_true",
+                   help="with --report: skip the per-day Parquet and CSV tables (<report>.days/)")
     r.set_defaults(func=cmd_replay)
 
     m = sub.add_parser("simulate", help="a synthetic society with planted scenarios")
