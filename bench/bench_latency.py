@@ -368,7 +368,8 @@ def run_live(prep: Prepared, variant: Variant, args: argparse.Namespace, kafka_p
                  snapshot_interval_s=variant.snapshot_interval_s,
                  kafka_fetch_wait_ms=variant.fetch_wait_ms,
                  society=SocietySettings(embed_wait_s=variant.embed_wait_s),
-                 delivery=DispatcherConfig(group_wait_s=variant.group_wait_s),
+                 delivery=DispatcherConfig(group_wait_s=variant.group_wait_s,
+                                           allow_urls=("127.0.0.1/32",)),  # the receiver
                  embedded=EmbeddedSettings(enabled=False, data_dir=tmp / prefix))
     out = [Measure(lab.scenario, seed, variant.name, note="not detected offline")
            for lab in prep.labels if lab.scenario not in triggers]

@@ -9,6 +9,7 @@ import redis
 from fastapi import FastAPI
 
 from service.api import agents, alerts, health, metrics, page, probes, prometheus, webhooks
+from service.api.limits import BodyLimit
 from service.config import get_settings
 
 
@@ -33,4 +34,5 @@ def create_app() -> FastAPI:
     for module in (metrics, agents, alerts, webhooks, health, prometheus, probes):
         app.include_router(module.router)
     page.install(app)
+    app.add_middleware(BodyLimit, max_bytes=get_settings().api_max_body_bytes)
     return app

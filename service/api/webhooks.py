@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Response, status
 
 from service.api.deps import RedisDep, SettingsDep, TokenDep
+from service.delivery.egress import EgressPolicy, UrlRefused, UrlUnresolved
 from service.delivery.webhooks import Webhook, WebhookIn, WebhookOut, WebhookRegistry
 
 router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], dependencies=[TokenDep])
@@ -13,7 +14,14 @@ router = APIRouter(prefix="/v1/webhooks", tags=["webhooks"], dependencies=[Token
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=Webhook)
 def create_webhook(spec: WebhookIn, r: RedisDep, settings: SettingsDep) -> Webhook:
-    """Register a receiver; keep the returned ``secret`` to check ``X-Moltscope-Signature``."""
+    """Register a receiver; keep the returned ``secret`` to check ``X-Moltscope-Signature``.
+
+    The URL must resolve to public addresses only, none of them this service's own ports,
+    unless ``MOLTSCOPE_DELIVERY__ALLOW_URLS`` names it (422 otherwise)."""
+    try:
+        EgressPolicy.for_settings(settings).check(str(spec.url))
+    except (UrlRefused, UrlUnresolved) as exc:
+        raise HTTPException(422, f"webhook url refused: {exc}") from exc
     return WebhookRegistry(r, prefix=settings.topic_prefix).create(spec)
 
 

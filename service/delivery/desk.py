@@ -10,6 +10,7 @@ import redis
 
 from detectors.alert import Alert
 from service.delivery.dispatcher import Dispatcher, DispatcherConfig
+from service.delivery.egress import EgressPolicy
 from service.delivery.history import AlertHistory
 from service.delivery.webhooks import WebhookRegistry
 
@@ -18,10 +19,14 @@ LEASE_MS = 10_000
 
 class AlertDesk:
     def __init__(self, client: redis.Redis, prefix: str, config: DispatcherConfig,
-                 owner: str) -> None:
+                 owner: str, policy: EgressPolicy | None = None) -> None:
+        """``policy``: where webhooks may point (``EgressPolicy.for_settings(settings)`` in
+        the worker, which also closes the service's own ports); by default the allow-list
+        of ``config`` alone."""
         self.r = client
         self.history = AlertHistory(client, prefix=prefix)
-        self.dispatcher = Dispatcher(client, WebhookRegistry(client, prefix), prefix, config)
+        self.dispatcher = Dispatcher(client, WebhookRegistry(client, prefix), prefix, config,
+                                     policy=policy)
         self.lease_key = f"{prefix}:dq:lease"
         self.owner = owner
         self.http: httpx.AsyncClient | None = None

@@ -3,8 +3,9 @@
 Everything it has not yet delivered lives in Redis, so a restart (or a crash) loses nothing:
 
 - ``submit(alert)`` puts the alert in the pending group of every webhook that accepts it:
-  ``<p>:dq:pending:<hook>|<type>`` hash fingerprint -> alert JSON (a later transition of the
-  same incident replaces an earlier one still waiting), and schedules the group's flush in
+  ``<p>:dq:pending:<hook>|<type>`` hash ``<incident>|f`` -> the incident's firing, and
+  ``<incident>|n`` -> its latest later transition (a newer one replaces an older one still
+  waiting; the firing is never replaced), and schedules the group's flush in
   ``<p>:dq:groups`` (sorted set by due time): ``group_wait_s`` after its first alert, and no
   sooner than ``group_interval_s`` after the group's previous message. A storm of alerts of
   one type becomes one message per group interval, not one per alert.
@@ -18,6 +19,19 @@ Everything it has not yet delivered lives in Redis, so a restart (or a crash) lo
   attempt time is in ``<p>:dq:ready`` (sorted set). With the default cap of 60 s a receiver that was
   down for an hour gets everything within about a minute of coming back. Only a message
   older than ``max_age_s`` (default 7 days) is given up, moved to ``<p>:dq:dead:<hook>``.
+
+Every incident is announced as firing to every receiver: ``<p>:dq:seen:<hook>:<incident>``
+(kept ``max_age_s``) marks an incident whose firing has been queued for that receiver; a later
+transition of an incident the receiver was never told of (its firing went to history before
+the webhook existed, or reached the desk after the resolution) queues a firing rebuilt from it
+first. Within a message a group's alerts are ordered by (time, fingerprint, sequence), and
+messages leave each receiver's queue in order, so per receiver and incident the order is
+always firing, [updated...], resolved, whether or not the receiver was up meanwhile.
+
+Where a webhook may point is :class:`~service.delivery.egress.EgressPolicy`'s decision, made
+again before every attempt on a fresh resolution of the host (DNS rebinding); the request then
+goes to the address checked. A refused destination gives the message up at once (dead letter
+with its ``reason``); a name that does not resolve is retried like any failed attempt.
 
 Delivery is at-least-once: a crash between a receiver's 2xx and the dequeue re-sends that
 message; ``X-Moltscope-Delivery`` is the same on every attempt so the receiver can drop it.
@@ -35,9 +49,11 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated, Any
 
 import httpx
 import redis
+from pydantic import BeforeValidator
 
 from detectors.alert import Alert
 from service.delivery.alertmanager import (
@@ -47,9 +63,19 @@ from service.delivery.alertmanager import (
     payload,
     sign,
 )
+from service.delivery.egress import EgressPolicy, UrlRefused, UrlUnresolved
 from service.delivery.webhooks import WebhookRegistry
 
 log = logging.getLogger(__name__)
+
+
+def _entries(value: Any) -> Any:
+    """A setting given as text: a JSON list, or comma-separated entries."""
+    if isinstance(value, str):
+        value = value.strip()
+        return json.loads(value) if value.startswith("[") else [
+            v.strip() for v in value.split(",") if v.strip()]
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +90,8 @@ class DispatcherConfig:
     poll_s: float = 0.2
     receiver: str = "moltscope"
     external_url: str = ""
+    #: Non-public webhook destinations allowed anyway: ``host:port`` or CIDR (egress.py)
+    allow_urls: Annotated[tuple[str, ...], BeforeValidator(_entries)] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,17 +106,18 @@ class Dispatcher:
     def __init__(self, client: redis.Redis, registry: WebhookRegistry, prefix: str = "moltscope",
                  config: DispatcherConfig | None = None, *, clock: Callable[[], float] = time.time,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, policy: EgressPolicy | None = None) -> None:
         self.r = client
         self.registry = registry
         self.cfg = config or DispatcherConfig()
         self.clock = clock
         self._rng = rng or random.Random()
         self._transport = transport
+        self.policy = policy or EgressPolicy(allow=self.cfg.allow_urls)
         p = f"{prefix}:dq"
         self.k_groups, self.k_ready, self.k_deliveries = f"{p}:groups", f"{p}:ready", f"{p}:del"
         self.k_pending, self.k_last = f"{p}:pending:", f"{p}:last"
-        self.k_queue, self.k_dead = f"{p}:queue:", f"{p}:dead:"
+        self.k_queue, self.k_dead, self.k_seen = f"{p}:queue:", f"{p}:dead:", f"{p}:seen:"
 
     # ------------------------------------------------------------------ intake
 
@@ -96,14 +125,23 @@ class Dispatcher:
         """Queue one transition for every webhook that accepts it; returns how many."""
         now = self.clock()
         hooks = [h for h in self.registry.list() if h.accepts(alert)]
+        iid = alert.incident_id
         for hook in hooks:
             group = f"{hook.id}|{alert.type}"
             last = self.r.hget(self.k_last, group)
             due = now + self.cfg.group_wait_s
             if last is not None:
                 due = max(due, float(last) + self.cfg.group_interval_s)
+            pending = self.k_pending + group
+            announce = self.r.set(f"{self.k_seen}{hook.id}:{iid}", 1, nx=True,
+                                  ex=max(1, int(self.cfg.max_age_s)))
             pipe = self.r.pipeline()
-            pipe.hset(self.k_pending + group, alert.fingerprint, alert.model_dump_json())
+            if announce:
+                pipe.hset(pending, f"{iid}|f", firing_of(alert).model_dump_json())
+            if alert.state != "firing":
+                held = self.r.hget(pending, f"{iid}|n")
+                if held is None or Alert.model_validate_json(held).sequence < alert.sequence:
+                    pipe.hset(pending, f"{iid}|n", alert.model_dump_json())
             pipe.zadd(self.k_groups, {group: due}, nx=True)
             pipe.execute()
         return len(hooks)
@@ -147,7 +185,7 @@ class Dispatcher:
             pipe.zrem(self.k_groups, group)
             pending = pipe.execute()[0]
             alerts = sorted((Alert.model_validate_json(v) for v in pending.values()),
-                            key=lambda a: (a.updated_at, a.fingerprint))
+                            key=lambda a: (a.updated_at, a.fingerprint, a.sequence))
             hook = self.registry.get(hook_id)
             if hook is None or not alerts:
                 continue
@@ -186,7 +224,14 @@ class Dispatcher:
                     self.r.hdel(self.k_deliveries, delivery_id)
                 continue
             record = json.loads(raw)
-            ok = await self._post(client, hook.url, record)
+            refused, ok = None, False
+            try:
+                address = await asyncio.to_thread(self.policy.check, hook.url)
+                ok = await self._post(client, hook.url, address[0], record)
+            except UrlRefused as exc:
+                refused = f"destination refused: {exc}"
+            except UrlUnresolved as exc:
+                log.info("webhook %s: %s", hook.url, exc)
             now = self.clock()
             if ok:
                 pipe = self.r.pipeline()
@@ -196,7 +241,11 @@ class Dispatcher:
                 delivered += 1
                 continue
             record["attempts"] += 1
-            if now - record["created"] > self.cfg.max_age_s:
+            if refused is None and now - record["created"] > self.cfg.max_age_s:
+                refused = f"undelivered for over max_age_s ({self.cfg.max_age_s:g} s)"
+            if refused is not None:
+                log.warning("webhook %s: message %s given up: %s", hook.url, delivery_id, refused)
+                record["reason"], record["given_up"] = refused, now
                 pipe = self.r.pipeline()
                 pipe.rpush(self.k_dead + hook_id, json.dumps(record))
                 pipe.lpop(self.k_queue + hook_id)
@@ -213,12 +262,32 @@ class Dispatcher:
             pipe.execute()
             return delivered, 1, dead
 
-    async def _post(self, client: httpx.AsyncClient, url: str, record: dict) -> bool:
+    async def _post(self, client: httpx.AsyncClient, url: str, address: str,
+                    record: dict) -> bool:
+        """POST to ``address``, the checked resolution of the URL's host (the URL's host stays
+        in the Host header and, for https, in the TLS server name and certificate check)."""
         headers = {"Content-Type": "application/json", SIGNATURE_HEADER: record["signature"],
                    DELIVERY_HEADER: record["id"], "User-Agent": "moltscope-dispatcher"}
+        target = httpx.URL(url)
+        extensions = {}
+        if target.host != address:
+            headers["Host"] = target.netloc.decode("ascii")
+            if target.scheme == "https":
+                extensions["sni_hostname"] = target.host
+            target = target.copy_with(host=address)
         try:
-            resp = await client.post(url, content=record["body"].encode(), headers=headers)
+            resp = await client.post(target, content=record["body"].encode(), headers=headers,
+                                     extensions=extensions)
         except httpx.HTTPError as exc:
             log.info("webhook %s: %s", url, exc)
             return False
         return 200 <= resp.status_code < 300
+
+
+def firing_of(alert: Alert) -> Alert:
+    """The firing transition of ``alert``'s incident, as it was announced (or is rebuilt:
+    its start, its first sequence, the evidence known now)."""
+    if alert.state == "firing":
+        return alert
+    return alert.model_copy(update={"state": "firing", "sequence": 1, "ends_at": None,
+                                    "updated_at": alert.starts_at})

@@ -190,7 +190,8 @@ def prometheus_binary() -> str:
 def running_stack(stack_settings: Settings, tmp_path: Path) -> Iterator[Settings]:
     s = stack_settings
     ensure_topics(s)
-    env = settings_env(s) | {"MOLTSCOPE_API_TOKEN": TOKEN}
+    env = settings_env(s) | {"MOLTSCOPE_API_TOKEN": TOKEN,
+                             "MOLTSCOPE_DELIVERY__ALLOW_URLS": "127.0.0.1/32"}  # the receiver
     procs = [ManagedProcess("worker", cli_argv("worker", "--loglevel", "info"), lambda: True,
                             tmp_path / "worker.log", env=env),
              ManagedProcess("api", cli_argv("api", "--loglevel", "warning"),

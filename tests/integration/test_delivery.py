@@ -33,12 +33,15 @@ from service.config import Settings
 from service.delivery.alertmanager import DELIVERY_HEADER, SIGNATURE_HEADER, ZERO_TIME, verify
 from service.delivery.desk import AlertDesk
 from service.delivery.dispatcher import Dispatcher, DispatcherConfig
+from service.delivery.egress import EgressPolicy
 from service.delivery.history import AlertHistory, AlertHistoryCollector
 from service.delivery.webhooks import WebhookIn, WebhookRegistry
 from service.embedded import free_port, redis_server
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 2, 8, 8, 0, tzinfo=UTC)
+LOOPBACK = ("127.0.0.1/32",)  # the receivers here are on loopback: allow them
+CFG = DispatcherConfig(allow_urls=LOOPBACK)
 
 
 class Receiver:
@@ -137,7 +140,8 @@ def test_signed_alertmanager_v4_payload(redis_client: redis.Redis, receiver: Rec
                                         prefix: str) -> None:
     hook = WebhookRegistry(redis_client, prefix).create(WebhookIn(url=receiver.url))
     clock = Clock()
-    d = Dispatcher(redis_client, WebhookRegistry(redis_client, prefix), prefix, clock=clock)
+    d = Dispatcher(redis_client, WebhookRegistry(redis_client, prefix), prefix, CFG,
+                   clock=clock)
     d.submit(alert("token:CLAW"))
     tick(d, clock)
     assert receiver.messages == []  # group_wait not over yet
@@ -169,7 +173,7 @@ def test_storm_is_grouped_and_filters_apply(redis_client: redis.Redis, receiver:
     hook = reg.create(WebhookIn(url=receiver.url))
     only_bursts = reg.create(WebhookIn(url=receiver.url + "?b", types=["burst"]))
     clock = Clock()
-    d = Dispatcher(redis_client, reg, prefix, clock=clock)
+    d = Dispatcher(redis_client, reg, prefix, CFG, clock=clock)
     for i in range(250):
         assert d.submit(alert(f"token:T{i}")) == 1  # the burst-only hook takes none
     tick(d, clock, 1.0)
@@ -190,7 +194,7 @@ def test_receiver_down_for_an_hour_gets_everything_in_order(
     reg = WebhookRegistry(redis_client, prefix)
     hook = reg.create(WebhookIn(url=receiver.url))
     clock = Clock()
-    d = Dispatcher(redis_client, reg, prefix, clock=clock)
+    d = Dispatcher(redis_client, reg, prefix, CFG, clock=clock)
     receiver.status = 503
     # one incident's three transitions, each in its own message, plus other incidents
     for step, (state, seq) in enumerate([("firing", 1), ("updated", 2), ("resolved", 3)]):
@@ -221,7 +225,7 @@ def test_nothing_lost_when_dispatcher_and_redis_restart_mid_retry(tmp_path: Path
         client = redis.Redis(port=port)
         reg = WebhookRegistry(client, prefix)
         hook = reg.create(WebhookIn(url=receiver.url))
-        d = Dispatcher(client, reg, prefix, clock=clock)
+        d = Dispatcher(client, reg, prefix, CFG, clock=clock)
         for i in range(5):
             d.submit(alert(f"token:T{i}"))
             tick(d, clock, 11.0)
@@ -233,7 +237,7 @@ def test_nothing_lost_when_dispatcher_and_redis_restart_mid_retry(tmp_path: Path
         client = redis.Redis(port=port)
         receiver.start()
         try:
-            d2 = Dispatcher(client, WebhookRegistry(client, prefix), prefix, clock=clock)
+            d2 = Dispatcher(client, WebhookRegistry(client, prefix), prefix, CFG, clock=clock)
             tick(d2, clock, 61.0)
             keys = [m["alerts"][0]["labels"]["key"] for m in receiver.payloads(hook.secret)]
             assert keys == [f"token:T{i}" for i in range(5)]
@@ -248,7 +252,7 @@ def test_live_loop_delivers_within_seconds(redis_client: redis.Redis, receiver: 
     """The worker's path: the alerts agent hands the transition to the desk, and the dispatch
     timer (every ``poll_s``) runs a delivery round."""
     WebhookRegistry(redis_client, prefix).create(WebhookIn(url=receiver.url))
-    cfg = DispatcherConfig()
+    cfg = CFG
     desk = AlertDesk(redis_client, prefix, cfg, owner="w1")
 
     async def go() -> float:
@@ -294,8 +298,8 @@ def test_api_routes(redis_client: redis.Redis, receiver: Receiver, prefix: str) 
     app.include_router(alerts_api.router)
     app.include_router(webhooks_api.router)
     app.state.redis = redis_client
-    app.dependency_overrides[settings_dep] = lambda: Settings(api_token="tok",
-                                                              topic_prefix=prefix)
+    app.dependency_overrides[settings_dep] = lambda: Settings(
+        api_token="tok", topic_prefix=prefix, delivery=CFG)
     auth = {"Authorization": "Bearer tok"}
     with TestClient(app) as c:
         assert c.post("/v1/webhooks", json={"url": receiver.url}).status_code == 401
@@ -323,7 +327,7 @@ def test_webhook_deleted_drops_its_backlog(redis_client: redis.Redis, prefix: st
     reg = WebhookRegistry(redis_client, prefix)
     hook = reg.create(WebhookIn(url=f"http://127.0.0.1:{free_port()}/gone"))
     clock = Clock()
-    d = Dispatcher(redis_client, reg, prefix, clock=clock)
+    d = Dispatcher(redis_client, reg, prefix, CFG, clock=clock)
     d.submit(alert("token:X"))
     tick(d, clock, 1.0)
     assert d.backlog() == {hook.id: 1}
@@ -344,7 +348,8 @@ def test_transport_errors_are_retried(redis_client: redis.Redis, prefix: str) ->
     reg = WebhookRegistry(redis_client, prefix)
     reg.create(WebhookIn(url="http://127.0.0.1:9/hook"))
     clock = Clock()
-    d = Dispatcher(redis_client, reg, prefix, clock=clock, transport=httpx.MockTransport(handler))
+    d = Dispatcher(redis_client, reg, prefix, CFG, clock=clock,
+                   transport=httpx.MockTransport(handler))
     d.submit(alert("token:X"))
     for _ in range(5):
         tick(d, clock, 5.0)
@@ -356,7 +361,7 @@ def test_alert_desk_queues_each_transition_once_and_one_worker_delivers(
     """The worker's side: a rebuilt reducer re-issues transitions (the history drops them),
     and of two workers only the one holding the delivery lease drains the queue."""
     WebhookRegistry(redis_client, prefix).create(WebhookIn(url=receiver.url))
-    cfg = DispatcherConfig(group_wait_s=0.0)
+    cfg = DispatcherConfig(group_wait_s=0.0, allow_urls=LOOPBACK)
     first, second = (AlertDesk(redis_client, prefix, cfg, owner=o) for o in ("w1", "w2"))
     first.receive(alert("token:CLAW"))
     second.receive(alert("token:CLAW"))  # the same transition again
@@ -373,3 +378,117 @@ def test_alert_desk_queues_each_transition_once_and_one_worker_delivers(
     assert sum(r.get("delivered", 0) for r in got) == 1 and len(receiver.messages) == 1
     redis_client.delete(f"{prefix}:dq:lease")  # the first worker's lease lapsed
     assert second.holds_lease() and not first.holds_lease()
+
+
+def incident_states(payloads: list[dict], key: str) -> list[tuple[str, str]]:
+    """(state, sequence) of one incident in the order the receiver got them."""
+    return [(a["annotations"]["state"], a["annotations"]["sequence"])
+            for m in payloads for a in m["alerts"] if a["labels"]["key"] == key]
+
+
+def until(condition, step, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    """Run ``step()`` until ``condition()`` holds; fail past the deadline."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        step()
+
+
+def test_incident_opening_and_closing_within_one_group_wait_is_announced_firing(
+        redis_client: redis.Redis, receiver: Receiver, prefix: str) -> None:
+    reg = WebhookRegistry(redis_client, prefix)
+    hook = reg.create(WebhookIn(url=receiver.url))
+    clock = Clock()
+    d = Dispatcher(redis_client, reg, prefix, CFG, clock=clock)
+    d.submit(alert("token:CLAW"))
+    d.submit(alert("token:CLAW", "updated", 2))
+    d.submit(alert("token:CLAW", "resolved", 3))
+    d.submit(alert("token:CLAW", "updated", 2))  # a stale transition never replaces a newer
+    tick(d, clock, CFG.group_wait_s)
+    [msg] = receiver.payloads(hook.secret)  # one coalesced message: firing first
+    assert incident_states([msg], "token:CLAW") == [("firing", "1"), ("resolved", "3")]
+    assert [a["status"] for a in msg["alerts"]] == ["firing", "resolved"]
+    d.submit(alert("token:CLAW"))  # the same firing again: announced already, not re-sent
+    tick(d, clock, CFG.group_interval_s)
+    assert len(receiver.payloads(hook.secret)) == 1
+
+
+def test_receiver_down_during_the_whole_incident_sees_firing_then_resolved(
+        redis_client: redis.Redis, prefix: str) -> None:
+    """A real loopback receiver, down while the incident opens and closes, comes back."""
+    receiver = Receiver()  # not started: connection refused
+    reg = WebhookRegistry(redis_client, prefix)
+    hook = reg.create(WebhookIn(url=receiver.url))
+    clock = Clock()
+    d = Dispatcher(redis_client, reg, prefix, CFG, clock=clock)
+    d.submit(alert("token:CLAW"))
+    d.submit(alert("agent:hub", type_="supernode", severity="warning"))
+    tick(d, clock, CFG.group_wait_s)
+    assert d.backlog() == {hook.id: 2}  # tried, refused, queued
+    d.submit(alert("token:CLAW", "updated", 2, minutes=5))
+    d.submit(alert("agent:hub", "resolved", 2, type_="supernode", severity="warning",
+                   minutes=6))
+    d.submit(alert("token:CLAW", "resolved", 3, minutes=20))
+    tick(d, clock, CFG.group_interval_s, times=3)
+    assert receiver.attempts == 0 and sum(d.backlog().values()) >= 3
+    receiver.start()
+    try:
+        until(lambda: not d.backlog(), lambda: tick(d, clock, 10.0))
+        got = receiver.payloads(hook.secret)
+        # the update and the resolution waited in one group: the newer replaced the older
+        assert incident_states(got, "token:CLAW") == [("firing", "1"), ("resolved", "3")]
+        assert incident_states(got, "agent:hub") == [("firing", "1"), ("resolved", "2")]
+    finally:
+        receiver.stop()
+
+
+def test_a_transition_of_an_unannounced_incident_is_preceded_by_its_firing(
+        redis_client: redis.Redis, receiver: Receiver, prefix: str) -> None:
+    """The firing reached the history before the webhook existed, or reached the desk after
+    the resolution (the history then drops it as stale): the receiver still sees it first."""
+    desk = AlertDesk(redis_client, prefix, DispatcherConfig(group_wait_s=0.0,
+                                                            allow_urls=LOOPBACK), owner="w1")
+    desk.receive(alert("token:EARLY"))  # no webhook yet
+    hook = WebhookRegistry(redis_client, prefix).create(WebhookIn(url=receiver.url))
+    desk.receive(alert("token:EARLY", "resolved", 2, minutes=3))
+    desk.receive(alert("token:LATE", "resolved", 2, minutes=4))  # its firing comes after
+    desk.receive(alert("token:LATE"))
+
+    asyncio.run(deliver_once(desk))
+    got = receiver.payloads(hook.secret)
+    for key in ("token:EARLY", "token:LATE"):
+        states = incident_states(got, key)
+        assert states == [("firing", "1"), ("resolved", "2")], key
+    early = next(a for m in got for a in m["alerts"] if a["labels"]["key"] == "token:EARLY")
+    assert early["startsAt"] == "2026-02-08T08:00:00Z" and early["endsAt"] == ZERO_TIME
+
+
+async def deliver_once(desk: AlertDesk) -> None:
+    await desk.dispatch()
+    assert desk.http is not None
+    await desk.http.aclose()
+
+
+def test_dns_rebinding_is_refused_at_delivery_and_given_up_with_the_reason(
+        redis_client: redis.Redis, receiver: Receiver, prefix: str) -> None:
+    """A name checked public at registration that later resolves to loopback is not
+    delivered to; a name that resolves to an allowed address is reached at that address."""
+    answers = {"hooks.example": ["93.184.216.34"], "allowed.example": ["127.0.0.1"]}
+    policy = EgressPolicy(allow=LOOPBACK, resolve=lambda host, port: answers[host])
+    reg = WebhookRegistry(redis_client, prefix)
+    assert policy.check("http://hooks.example/hook") == ["93.184.216.34"]  # registration
+    rebound = reg.create(WebhookIn(url="http://hooks.example/hook", types=["surge"]))
+    pinned = reg.create(WebhookIn(url=f"http://allowed.example:{receiver.port}/hook",
+                                  types=["burst"]))
+    answers["hooks.example"] = ["93.184.216.34", "127.0.0.2"]  # the name is rebound
+    clock = Clock()
+    d = Dispatcher(redis_client, reg, prefix, CFG, clock=clock, policy=policy)
+    d.submit(alert("token:CLAW"))
+    d.submit(alert("ngram:x", type_="burst"))
+    tick(d, clock, CFG.group_wait_s)
+    assert d.backlog() == {}
+    [dead] = d.dead_letters(rebound.id)
+    assert "destination refused" in dead["reason"] and "127.0.0.2" in dead["reason"]
+    [(headers, _)] = receiver.messages  # the pinned one: sent to 127.0.0.1, named by its host
+    assert headers["Host"] == f"allowed.example:{receiver.port}"
+    assert receiver.payloads(pinned.secret)[0]["alerts"][0]["labels"]["key"] == "ngram:x"
