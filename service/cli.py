@@ -191,6 +191,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     import redis
     from prometheus_client import start_http_server
 
+    from service.health_metrics import crawler_budget_gauge
     from service.probes.store import ProbeStore, ProbeTap
     from service.producer import KafkaSink, ensure_topics
     from service.sources.crawler import MoltbookCrawler
@@ -204,6 +205,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     start_http_server(settings.crawler.metrics_port, addr=settings.crawler.metrics_host)
+    crawler_budget_gauge(settings.crawler.requests_per_minute)  # budget use = requests / this
     checkpoint = CheckpointStore(redis.Redis.from_url(settings.redis_url),
                                  prefix=settings.crawler.checkpoint_prefix)
     # probe threads (docs/probes.md): revisited often and kept past the horizon

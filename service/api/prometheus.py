@@ -19,6 +19,7 @@ from service.api.probes import collector as probe_collector
 from service.delivery.dispatcher import Dispatcher
 from service.delivery.history import AlertHistory, AlertHistoryCollector
 from service.delivery.webhooks import WebhookRegistry
+from service.health_metrics import HealthCollector, HealthStore
 from service.stores.metrics import MetricStore
 from streams.state.base import Sample
 
@@ -89,4 +90,5 @@ def metrics(r: RedisDep, settings: SettingsDep) -> Response:
                                       Dispatcher(r, WebhookRegistry(r, p), p)))
     registry.register(AlertHistoryCollector(AlertHistory(r, prefix=p)))
     registry.register(probe_collector(r, settings))  # moltscope_probe_*, docs/probes.md
+    registry.register(HealthCollector(HealthStore(r, prefix=p)))  # lag, delays, embedding
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -12,10 +12,12 @@ import redis
 
 from service.config import Settings
 from service.delivery.desk import AlertDesk
+from service.health_metrics import HealthStore
 from service.stores.agents import AgentStore
 from service.stores.metrics import MetricStore
 from service.stores.reducer_checkpoint import ReducerCheckpoint
 from service.stores.vector_cache import RedisVectorCache
+from service.worker.health import WorkerHealth, install, instrument
 from service.worker.topics import KafkaTopicReader
 from streams.app import Collaborators, Driver, DriverConfig, create_app
 from streams.embedding import Embedder
@@ -50,5 +52,12 @@ def collaborators(settings: Settings, config: DriverConfig,
 
 def build(settings: Settings) -> tuple[faust.App, Driver]:
     config = driver_config(settings)
-    return create_app(config, collaborators(settings, config,
-                                            redis.Redis.from_url(settings.redis_url)))
+    client = redis.Redis.from_url(settings.redis_url)
+    # the pipeline's self-health (docs/metrics.md, "Pipeline health"), on its own timer
+    health = WorkerHealth(HealthStore(client, settings.topic_prefix),
+                          worker=f"{os.getpid()}@{os.uname().nodename}",
+                          interval_s=settings.snapshot_interval_s,
+                          checkpoint_interval_s=settings.checkpoint_interval_s)
+    app, driver = create_app(config, instrument(collaborators(settings, config, client), health))
+    install(app, driver, health)
+    return app, driver
