@@ -14,8 +14,11 @@ as log(value + ``log_offset``), standardised against the median and robust stand
 Page-Hinkley tests (``river.drift.PageHinkley``, modes up and down). A change is reported when
 a test has fired and ``confirm`` consecutive buckets have a robust z-score of at least ``z_min``
 in the same direction; it stays reported while later buckets stay beyond ``z_hold``. Buckets
-with fewer than ``min_posts`` posts are skipped. All rates moving down make one "collapse"
-incident, all moving up one "spike" (a rise of comments or votes per post is not judged).
+with fewer than ``min_posts`` posts are skipped, and a rise resting on fewer than
+``min_rise_count`` events in the bucket is not judged a rise (on the real-text background a clean
+week gave two "spikes" of one new agent against a baseline of none: Poisson noise, not a
+change). All rates moving down make one "collapse" incident, all moving up one "spike" (a rise
+of comments or votes per post is not judged).
 
 Posts and comments without an author count in every rate; they are simply not agents (no
 first appearance). Memory: ``baseline_buckets`` values per rate, the open buckets, and the ids
@@ -71,6 +74,7 @@ class EngagementConfig:
     confirm: int = 2
     log_offset: float = 0.05
     min_sd: float = 0.05
+    min_rise_count: int = 5
     ph_delta: float = 0.5
     ph_threshold: float = 8.0
     warmup_s: float = 3 * 3600.0
@@ -175,11 +179,11 @@ class EngagementDetector:
             b = self._buckets[idx]
             self._closed_upto = idx
             if b.posts >= cfg.min_posts:
-                self._judge("comment_rate", idx, b.comments / b.posts, b.posts)
+                self._judge("comment_rate", idx, b.comments, b.posts)
                 if self._rates["vote_rate"].history or b.votes:
-                    self._judge("vote_rate", idx, b.votes / b.posts, b.posts)
+                    self._judge("vote_rate", idx, b.votes, b.posts)
                 if self._start is not None and idx * cfg.bucket_s - self._start >= cfg.warmup_s:
-                    self._judge("new_agent_rate", idx, b.new_agents / b.posts, b.posts)
+                    self._judge("new_agent_rate", idx, b.new_agents, b.posts)
         horizon = int((now - cfg.reply_horizon_s) // cfg.bucket_s)
         for idx in sorted(i for i in self._buckets if i < horizon
                           and (self._replies_upto is None or i > self._replies_upto)):
@@ -188,7 +192,7 @@ class EngagementDetector:
             for pid in b.post_ids:
                 self._post_bucket.pop(pid, None)
             if b.posts >= cfg.min_posts:
-                self._judge("reply_share", idx, len(b.replied) / b.posts, b.posts)
+                self._judge("reply_share", idx, len(b.replied), b.posts)
         out = []
         for direction, word in (("down", "collapse"), ("up", "spike")):
             active = {n: r.evidence for n, r in self._rates.items()
@@ -197,8 +201,10 @@ class EngagementDetector:
                 out.append(self._finding(direction, word, active))
         return out
 
-    def _judge(self, name: str, idx: int, x: float, posts: int) -> None:
+    def _judge(self, name: str, idx: int, count: int, posts: int) -> None:
+        """Judge one bucket's rate ``count / posts``."""
         cfg, r = self.cfg, self._rates[name]
+        x = count / posts
         y = math.log(x + cfg.log_offset)  # rates are heavy-tailed upwards: judge their log
         hist = list(r.history)
         r.history.append(y)
@@ -208,7 +214,8 @@ class EngagementDetector:
         sd = max(1.4826 * statistics.median(abs(v - med) for v in hist), cfg.min_sd)
         z = (y - med) / sd
         direction = "up" if z > 0 else "down"
-        if direction not in DIRECTIONS[name]:
+        if direction not in DIRECTIONS[name] or (direction == "up"
+                                                 and count < cfg.min_rise_count):
             z = 0.0
         r.up.update(z)
         r.down.update(z)
