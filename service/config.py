@@ -21,8 +21,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from detectors.runner import DetectorConfig
 from service.delivery.dispatcher import DispatcherConfig
+from streams.order import ALLOWED_LATENESS_S, IDLE_PARTITION_S
 from streams.partition import DEDUP_CAPACITY
 from streams.pipeline import PipelineConfig
+from streams.reducer import IDLE_AFTER_S
 
 #: The engines' defaults: the settings below take theirs from here, never restate them.
 _PIPELINE = PipelineConfig()
@@ -144,6 +146,16 @@ class Settings(BaseSettings):
         100, ge=0, description="Longest a worker's Kafka fetch waits for data before it answers "
         "empty (Faust fixes 1500 ms): an alert crosses three topics and may wait this at each")
     snapshot_interval_s: float = Field(1.0, description="How often state is published to Redis")
+    allowed_lateness_s: float = Field(
+        ALLOWED_LATENESS_S, ge=0, description="Event-time seconds an event may trail its "
+        "partition's latest and still be applied in order by the reducer (and the replay); "
+        "every event waits this long for the watermark")
+    idle_partition_s: float = Field(
+        IDLE_PARTITION_S, gt=0, description="Wall seconds without records after which an "
+        "events partition no longer holds the reducer's watermark back")
+    idle_after_s: float = Field(
+        IDLE_AFTER_S, gt=0, description="Wall seconds without events after which event time "
+        "advances with the wall clock (windows close, incidents resolve on a quiet stream)")
     checkpoint_interval_s: float = Field(
         300.0, ge=0, description="How often the reducer checkpoints its state to Redis, so a "
         "restart replays only what came after (0: never; a restart replays the society topic)")

@@ -12,8 +12,11 @@ Topology (``<p>`` = ``DriverConfig.topic_prefix``):
   per-thread state) is per partition and restored from the partition on a handover, so adding
   workers scales it, and with it the embedding, the pipeline's physical limit.
 - ``<p>-society`` (one partition) -> **reduce**: the single reducer that owns the society-wide
-  :class:`~streams.pipeline.Pipeline`. A timer advances it, publishes its snapshot and its
-  alert transitions to ``<p>-alerts``; another checkpoints it.
+  :class:`~streams.pipeline.Pipeline`. It applies the events in event-time order behind a
+  watermark over the events partitions and advances the pipeline as event time passes (the
+  detectors evaluate once per ``tick`` of event time, as in the replay); a timer applies what
+  idle partitions released, advances event time with the wall clock when the stream is quiet,
+  publishes the snapshot and the alert transitions to ``<p>-alerts``; another checkpoints it.
 - ``<p>-alerts`` (one partition) -> **alerts**: the alert desk (history and the webhook queue);
   a timer lets the worker holding the delivery lease drain that queue.
 - ``<p>-deadletters`` (one partition) -> **dead_letters**: counted by reason.
@@ -39,9 +42,10 @@ from detectors.alert import Alert
 from streams.embedding import TextEmbedder
 from streams.events import DeadLetter, Event
 from streams.messages import Forwarded, encode_society, encode_threads
+from streams.order import ALLOWED_LATENESS_S, IDLE_PARTITION_S
 from streams.partition import PartitionState, Rejected
 from streams.pipeline import Pipeline, PipelineConfig
-from streams.reducer import AgentValues, Reducer
+from streams.reducer import IDLE_AFTER_S, AgentValues, Reducer
 from streams.state.base import Snapshot
 from streams.transport import WaitingApp
 
@@ -67,6 +71,9 @@ class DriverConfig:
     kafka_fetch_wait_ms: int
     broker_session_timeout_s: float
     broker_heartbeat_interval_s: float
+    allowed_lateness_s: float = ALLOWED_LATENESS_S
+    idle_partition_s: float = IDLE_PARTITION_S
+    idle_after_s: float = IDLE_AFTER_S
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}-{name}"
@@ -129,7 +136,10 @@ class Driver:
     def __init__(self, config: DriverConfig, io: Collaborators) -> None:
         self.config = config
         self.io = io
-        self.reducer = Reducer(Pipeline(config.pipeline))
+        self.reducer = Reducer(Pipeline(config.pipeline), config.partitions,
+                               allowed_lateness_s=config.allowed_lateness_s,
+                               idle_partition_s=config.idle_partition_s,
+                               idle_after_s=config.idle_after_s)
         self.parts: dict[int, PartitionState] = {}
         self.duplicates = 0
         self.topics: dict[str, faust.TopicT] = {}
@@ -285,9 +295,8 @@ def create_app(config: DriverConfig, io: Collaborators,
         if driver.duplicates:
             io.metrics.incr("duplicates", driver.duplicates)
             driver.duplicates = 0
-        held = holds_society()  # asked every tick: it notices the partition leaving
-        if not held or reducer.pipeline.latest is None:  # a former reducer's state is stale
-            return
+        if not holds_society():  # asked every tick: it notices the partition leaving (a
+            return  # former reducer's state is stale)
         tick = reducer.tick(wall=time.time())
         for alert in tick.alerts:
             await alerts.send(value=alert.model_dump_json().encode())

@@ -34,7 +34,9 @@ def driver_config(settings: Settings) -> DriverConfig:
         checkpoint_interval_s=s.checkpoint_interval_s, agents_interval_s=s.agents_interval_s,
         dispatch_interval_s=s.delivery.poll_s, kafka_fetch_wait_ms=s.kafka_fetch_wait_ms,
         broker_session_timeout_s=s.broker_session_timeout_s,
-        broker_heartbeat_interval_s=s.broker_heartbeat_interval_s)
+        broker_heartbeat_interval_s=s.broker_heartbeat_interval_s,
+        allowed_lateness_s=s.allowed_lateness_s, idle_partition_s=s.idle_partition_s,
+        idle_after_s=s.idle_after_s)
 
 
 def collaborators(settings: Settings, config: DriverConfig,

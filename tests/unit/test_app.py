@@ -173,9 +173,11 @@ async def test_reduce_feeds_the_pipeline(worker) -> None:  # type: ignore[no-unt
     async with driver.agents["reduce"].test_context() as agent:
         await agent.put(value=encode_society([first]))
         await agent.put(value=encode_society([reply]))
+    assert driver.reducer.buffered == 2  # partitions 2 and 3 may still send older events
+    tick = driver.reducer.tick(wall=time.time() + 3600)  # every partition idle: applied
     snap = driver.pipeline.snapshot()
     assert snap.value("posts_total") == 1.0 and snap.value("comments_total") == 1.0
-    assert driver.reducer.dirty
+    assert tick.snapshot is not None
 
 
 async def test_reduce_applies_each_record_once(worker) -> None:  # type: ignore[no-untyped-def]
@@ -190,6 +192,7 @@ async def test_reduce_applies_each_record_once(worker) -> None:  # type: ignore[
         await agent.put(value=encode_threads(0, 10, full))
         await agent.put(value=encode_society([a, b]))  # the new owner forwards 4 again
         await agent.put(value=encode_threads(0, 5, Partial(by_bucket={"0": Sums(posts=1)})))
+    driver.reducer.tick(wall=time.time() + 3600)  # every partition idle: the buffer applied
     snap = driver.pipeline.snapshot()
     assert snap.value("posts_total") == 2.0
     assert snap.value("threads", bucket="0") == 2.0  # the stale report covered fewer records
@@ -219,7 +222,8 @@ def test_resumed_reducer_takes_a_checkpoint_ahead_of_it(redis_client) -> None:  
 
     before = driver()
     before.pipeline.update(PostEvent.model_validate_json(post("1")))
-    before.io.checkpoints.save(2, topics.society[1], (before.pipeline, {0: 5}))
+    before.reducer.applied = {0: 5}
+    before.io.checkpoints.save(2, topics.society[1], before.reducer.checkpoint_state())
 
     state = driver()
     state.resume_reducer()

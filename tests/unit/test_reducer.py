@@ -1,14 +1,16 @@
 """The reducer's and the partitions' bookkeeping without Faust, Kafka or Redis: exactly once by
 society offset and by events (partition, offset), thread partials ordered by offset, the idle
-advance of event time, what a checkpoint holds and when it is taken over, publishing once; a
-partition restored from its records equals the partition that read them live."""
+advance of event time, what a checkpoint holds and when it is taken over, publishing once;
+events of several partitions applied in event-time order behind the watermark (idle partitions
+left out, late events counted), so an interleaved stream gives the replay's figures and
+alerts; a partition restored from its records equals the partition that read them live."""
 
 from __future__ import annotations
 
 import pickle
 from datetime import UTC, datetime, timedelta
 
-from streams.events import CommentEvent, PostEvent, VoteEvent
+from streams.events import CommentEvent, Event, PostEvent, VoteEvent
 from streams.messages import MAGIC, Forwarded, encode_society, encode_threads
 from streams.partition import PartitionState, Rejected
 from streams.pipeline import Pipeline, PipelineConfig
@@ -32,23 +34,34 @@ def comment(cid: str, pid: str, at: datetime = T) -> CommentEvent:
                         post_id=pid, author="bob", reply_to="ann", content="hi")
 
 
-def batch(*records: tuple[PostEvent | CommentEvent, int, int]) -> bytes:
+def batch(*records: tuple[Event, int, int]) -> bytes:
     return encode_society([Forwarded(ev, None, p, o) for ev, p, o in records])
 
 
+def reducer(partitions: int = 2, **kw: float) -> Reducer:
+    """A reducer whose stream never counts as quiet unless a test says so."""
+    kw.setdefault("idle_after_s", 1e9)
+    return Reducer(Pipeline(config()), partitions, **kw)
+
+
+FLUSH = 1e6  # a wall time at which every partition is idle: everything buffered is applied
+
+
 def test_each_message_and_each_record_applied_once() -> None:
-    r = Reducer(Pipeline(config()))
+    r = reducer()
     assert r.apply(0, batch((post("1"), 0, 4)), wall=1.0)
     assert not r.apply(0, batch((post("1"), 0, 4)), wall=2.0)  # a rebalance's re-read
     # a handover: the new owner forwards record (0, 4) again with a new one; (1, 0) is new
     assert r.apply(1, batch((post("1"), 0, 4), (post("2"), 0, 5), (post("3"), 1, 0)), wall=3.0)
-    assert r.pipeline.events == 3 and r.applied == {0: 6, 1: 1}
+    assert r.applied == {0: 6, 1: 1} and r.buffered == 3  # same event time: none passed yet
     assert (r.next_offset, r.last_raw[:4]) == (2, MAGIC)
     assert r.last_event_wall == 3.0
+    r.tick(wall=FLUSH)
+    assert r.pipeline.events == 3 and r.buffered == 0
 
 
 def test_thread_partials_keep_the_report_covering_most_records() -> None:
-    r = Reducer(Pipeline(config()))
+    r = reducer()
     r.apply(0, encode_threads(0, 10, Partial(by_bucket={"0": Sums(posts=2)})), wall=1.0)
     r.apply(1, encode_threads(0, 5, Partial(by_bucket={"0": Sums(posts=1)})), wall=2.0)
     r.apply(2, encode_threads(1, 3, Partial(by_bucket={"0": Sums(posts=4)})), wall=3.0)
@@ -57,50 +70,149 @@ def test_thread_partials_keep_the_report_covering_most_records() -> None:
 
 
 def test_tick_publishes_changes_once_and_idle_time_moves_event_time() -> None:
-    r = Reducer(Pipeline(config()), idle_after_s=10.0)
+    r = reducer(partitions=1, idle_after_s=10.0, allowed_lateness_s=0.0)
     assert r.tick(wall=0.0).snapshot is None  # nothing yet
-    r.apply(0, batch((post("1"), 0, 0)), wall=100.0)
+    r.apply(0, batch((post("1"), 0, 0), (post("2", T + timedelta(seconds=1)), 0, 1)),
+            wall=100.0)
     first = r.tick(wall=101.0)
     assert first.snapshot is not None and first.snapshot.value("posts_total") == 1.0
+    assert first.snapshot.value("reducer_late_events_total") == 0.0
     assert r.tick(wall=105.0).snapshot is None  # nothing new, not idle yet
     assert r.event_time(wall=105.0) == T.timestamp()
-    assert r.event_time(wall=100.0 + 3600) == T.timestamp() + 3600  # a quiet hour
-    r.apply(1, batch((comment("c", "1", T + timedelta(minutes=1)), 0, 1)), wall=200.0)
-    assert r.event_time(wall=205.0) == (T + timedelta(minutes=1)).timestamp()
+    assert r.event_time(wall=200.0) == T.timestamp()  # quiet, but post 2 still waits
+    assert r.tick(wall=100.0 + 31).snapshot.value("posts_total") == 2.0  # the partition idle
+    latest = T.timestamp() + 1
+    assert r.event_time(wall=100.0 + 3600) == latest + 3600  # a quiet hour
+    r.apply(1, batch((comment("c", "1", T + timedelta(minutes=1)), 0, 2)), wall=4000.0)
+    assert r.event_time(wall=4005.0) == latest  # the comment waits for the watermark
 
 
 def test_agent_values_taken_once_per_change() -> None:
-    r = Reducer(Pipeline(config()))
+    r = reducer()
     assert r.agents() is None
     r.apply(0, batch((post("1"), 0, 0), (comment("c", "1"), 0, 1)), wall=1.0)
+    assert r.agents() is None  # nothing applied yet
+    r.tick(wall=FLUSH)
     values = r.agents()
     assert values is not None and set(values.cumulative) <= {"ann", "bob"}
     assert r.agents() is None
 
 
 def test_checkpoint_taken_over_only_when_ahead() -> None:
-    live = Reducer(Pipeline(config()))
+    live = reducer()
     live.apply(0, batch((post("1"), 0, 0)), wall=1.0)
     live.apply(1, batch((post("2"), 1, 0)), wall=2.0)
-    assert live.checkpoint_due()
+    assert live.checkpoint_due() and live.buffered == 2
     blob = pickle.dumps(live.checkpoint_state())
     live.checkpointed = live.next_offset
     assert not live.checkpoint_due()
 
-    fresh = Reducer(Pipeline(config()))
+    fresh = reducer()
     assert fresh.resume(2, pickle.loads(blob), wall=50.0)
     assert (fresh.next_offset, fresh.checkpointed, fresh.applied) == (2, 2, {0: 1, 1: 1})
     assert fresh.dirty and fresh.last_event_wall == 50.0 and fresh.last_raw == b""
+    assert fresh.buffered == 2  # the events waiting for the watermark are in the checkpoint
     assert not fresh.apply(1, batch((post("2"), 1, 0)), wall=51.0)  # in the checkpoint
+    assert fresh.tick(wall=50.0 + 29).snapshot.value("posts_total") == 0.0  # grace from resume
+    fresh.tick(wall=FLUSH)
     assert fresh.pipeline.snapshot().value("posts_total") == 2.0
 
-    ahead = Reducer(Pipeline(config()))
+    ahead = reducer()
     ahead.next_offset = 3
     assert not ahead.resume(2, pickle.loads(blob), wall=50.0)
     assert ahead.pipeline.events == 0
     ahead.resumed = True
     ahead.release()
     assert not ahead.resumed
+
+
+def recorded(r: Reducer) -> list[str]:
+    """The ids of the events ``r``'s pipeline is handed, in order."""
+    seen: list[str] = []
+    update = r.pipeline.update
+
+    def spy(event: Event, vector: object = None) -> None:
+        seen.append(event.id)
+        update(event, vector)
+
+    r.pipeline.update = spy  # type: ignore[method-assign]
+    return seen
+
+
+def at(s: float) -> datetime:
+    return T + timedelta(seconds=s)
+
+
+def test_partitions_out_of_order_are_applied_in_event_time_order() -> None:
+    """Partition 1 reaches the reducer a minute of event time behind partition 0: its events
+    still go in between, in (event time, id) order; ties broken by id whatever the partition."""
+    r = reducer(allowed_lateness_s=5.0)
+    seen = recorded(r)
+    r.apply(0, batch(*((post(f"a{s}", at(s)), 0, i) for i, s in enumerate((0, 20, 40, 60)))),
+            wall=1.0)
+    assert seen == []  # partition 1 has not spoken: it may hold anything
+    r.apply(1, batch((post("b10", at(10)), 1, 0), (post("a", at(20)), 1, 1)), wall=2.0)
+    assert seen == ["post:a0", "post:b10"]  # watermark: min(60, 20) - 5 = 15
+    r.apply(2, batch((post("b30", at(30)), 1, 2), (post("b70", at(70)), 1, 3)), wall=3.0)
+    assert seen == ["post:a0", "post:b10", "post:a", "post:a20", "post:b30", "post:a40"]
+    r.tick(wall=FLUSH)
+    assert seen[6:] == ["post:a60", "post:b70"] and r.order.late == 0
+
+
+def test_an_idle_partition_does_not_hold_the_watermark_back() -> None:
+    r = reducer(allowed_lateness_s=5.0, idle_partition_s=30.0)
+    r.apply(0, batch((post("1", at(0)), 0, 0), (post("2", at(100)), 0, 1)), wall=0.0)
+    assert r.pipeline.events == 0 and r.tick(wall=30.0).snapshot is None
+    r.apply(1, batch((post("3", at(200)), 0, 2)), wall=31.0)  # partition 1 never spoke
+    assert r.pipeline.events == 2  # watermark: 200 - 5 (partition 1 idle since wall 0)
+    r.apply(2, batch((post("4", at(150)), 1, 0)), wall=32.0)  # it speaks again
+    r.apply(3, batch((post("5", at(300)), 0, 3)), wall=33.0)
+    assert r.pipeline.events == 3 and r.order.late == 1  # post 4 came behind, applied anyway
+    assert r.tick(wall=33.0 + 31).snapshot.value("reducer_late_events_total") == 1.0
+    assert r.pipeline.events == 5
+
+
+def test_interleaved_partitions_give_the_replay_figures_and_alerts() -> None:
+    """A planted surge and burst, keyed to 4 partitions as the producer keys them, reach the
+    reducer in batches interleaved at random (each partition in order): every sample and
+    every alert (type, key, start, end, evidence) equals the offline replay of the stream."""
+    import random
+    import zlib
+
+    from service.sources.simulate import ScenarioSpec, SimulationConfig, Simulator
+    from streams.replay import replay
+
+    events = list(Simulator(SimulationConfig(
+        seed=3, agents=2000, duration=timedelta(hours=4), posts_per_hour=300,
+        scenarios=[ScenarioSpec(name="surge", start=timedelta(hours=2)),
+                   ScenarioSpec(name="burst", start=timedelta(hours=1))])))
+    cfg = PipelineConfig(embed=False)
+    offline = replay(events, Pipeline(cfg), close=False)
+    want = offline.pipeline.alerts_report()
+    assert {a["type"] for a in want} >= {"surge", "burst"}
+
+    parts: list[list[tuple[Event, int, int]]] = [[] for _ in range(4)]
+    for ev in events:
+        p = zlib.crc32(ev.key.encode()) % 4
+        parts[p].append((ev, p, len(parts[p])))
+    rng = random.Random(1)
+    r = Reducer(Pipeline(cfg), 4, idle_after_s=1e9)
+    arrived: list[str] = []
+    offset, wall = 0, 0.0
+    while any(parts):
+        part = rng.choice([q for q in parts if q])
+        n = rng.randint(1, 200)
+        msg, part[:n] = part[:n], []
+        arrived += [ev.id for ev, _, _ in msg]
+        r.apply(offset, batch(*msg), wall=wall)
+        offset, wall = offset + 1, wall + 0.01
+    alerts = r.tick(wall=FLUSH).alerts
+    assert arrived != [ev.id for ev in events]  # the interleaving reordered the stream
+    assert r.order.late == 0 and r.buffered == 0
+    assert r.pipeline.alerts_report() == want
+    assert {a.type for a in alerts} >= {"surge", "burst"}
+    got = {(x.name, x.labels): x.value for x in r.pipeline.snapshot().samples}
+    assert got == {(x.name, x.labels): x.value for x in offline.pipeline.snapshot().samples}
 
 
 def test_restored_partition_equals_the_live_one() -> None:
