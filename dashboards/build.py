@@ -148,10 +148,38 @@ OVERVIEW = Dashboard(
                 Target("time() - max(moltscope_snapshot_timestamp_seconds)", "age"),
             ), unit="s", description="Seconds since the worker last wrote its snapshot to "
                                      "Redis: grows without bound when the reducer is down."),
-            Panel("Event time behind the wall clock", (
-                Target("time() - max(moltscope_event_time_latest_seconds)", "lag"),
-            ), unit="s", description="Wall clock minus the latest event time absorbed "
-                                     "(large for replays of old archives)."),
+            Panel("Reducer delay (wall clock - event time)", (
+                Target(gauge("moltscope_reducer_delay_seconds"), "delay"),
+            ), unit="s", description="Wall clock minus the event time the reducer has reached, "
+                                     "measured by the worker holding it (large for replays of "
+                                     "old archives; alert MoltscopeReducerDelayHigh)."),
+            Panel("Consumer lag by topic and partition", (
+                Target(gauge("moltscope_consumer_lag_records", "topic, partition"),
+                       "{{topic}} {{partition}}"),
+            ), description="Records in each partition not yet read by the worker's agent (log "
+                           "end offset minus its next offset); alert MoltscopeConsumerLagGrowing."),
+            Panel("Embedding queue and rate", (
+                Target(gauge("moltscope_embedding_queue_texts"), "queued texts"),
+                Target(rate("moltscope_embedded_texts_total"), "texts embedded per second"),
+            ), description="Texts handed to the embedders and not yet encoded (all workers), "
+                           "and the encoding rate."),
+            Panel("Embedder busy share", (
+                Target(rate("moltscope_embedding_seconds_total"), "busy"),
+            ), unit="percentunit", description="Seconds spent encoding per second of wall clock, "
+                                               "all workers (1 = one core's worth).", min=0),
+            Panel("Reducer checkpoint age", (
+                Target(gauge("moltscope_reducer_checkpoint_age_seconds"), "age"),
+                Target("3 * " + gauge("moltscope_reducer_checkpoint_interval_seconds"),
+                       "alert threshold (3 intervals)"),
+            ), unit="s", description="Seconds the reducer's state has been ahead of its Redis "
+                                     "checkpoint (what a restart would replay); 0 when the "
+                                     "checkpoint holds it all."),
+            Panel("Crawler request budget use", (
+                Target("sum(rate(moltscope_crawler_requests_total[$__rate_interval])) / "
+                       "sum(moltscope_crawler_request_budget_per_second)", "budget use"),
+            ), unit="percentunit", description="The crawler's requests per second over the pace "
+                                               "its rate limit allows (1 = the whole budget).",
+                  min=0),
         )),
     ),
 )
