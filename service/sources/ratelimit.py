@@ -60,14 +60,21 @@ class TokenBucket:
     def block_until(self, until: float) -> None:
         """No request before ``until`` (clock time), and no burst saved up during the pause.
 
+        The pause repays the tokens owed by earlier reservations (else every back-off would
+        add another interval on top of the wait, growing with each consecutive 429).
+
         >>> now = [0.0]
         >>> b = TokenBucket(per_minute=600, burst=5, clock=lambda: now[0])
         >>> b.block_until(3.0); b.reserve(), b.reserve()
         (3.0, 3.1)
+        >>> [b.reserve() for _ in range(3)][-1]  # owing three tokens after 3.1 s
+        3.4
+        >>> b.block_until(30.0); round(b.reserve(), 6)
+        30.0
         """
-        if until > self._last:
+        if until > self._last:  # refill up to the pause's end, then at most one token
+            self._tokens = min(1.0, self._tokens + (until - self._last) * self.rate)
             self._last = until
-            self._tokens = min(self._tokens, 1.0)
 
 
 def _float(value: Any) -> float | None:

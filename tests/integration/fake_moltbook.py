@@ -9,6 +9,14 @@ order over ``reveal_ticks`` ticks after the post, and its and its comments' vote
 linearly to the recorded ones, so revisits see new comments and count changes. A few
 profile agents' recent posts are served as posts too, so some authors have a profile.
 
+The platform's own 60/min sliding minute (``per_minute``, on real time): a request beyond
+it gets a 429 with ``Retry-After`` and counts as a violation; answers then carry honest
+``X-RateLimit-Remaining`` / ``X-RateLimit-Reset``. ``redate=(oldest_age_s, newest_age_s)``
+moves the recorded posts (which are months old) to ages spread linearly by creation rank
+between the two, each post's comments shifted with it (clipped to the present), so a crawler
+with its default horizon sees a live platform; ``reveal_ticks=0`` serves every comment and
+count from the post's first appearance.
+
 Faults (seeded): 429 bursts with ``Retry-After`` + ``X-RateLimit-*`` (every request inside
 the announced pause gets a 429 and counts as a violation), header-less 429 blocks (the
 per-IP limit; requests during the block are violations), 5xx, answers slower than the
@@ -20,12 +28,15 @@ The server binds 127.0.0.1 on a free port and stops by itself after ``lifetime_s
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import math
 import random
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -60,7 +71,7 @@ class Logged:
     t: float  # time.monotonic() on arrival
     path: str
     auth: str | None
-    fault: str = ""  # "", 429, bare (header-less 429), 5xx, slow, trunc, malformed
+    fault: str = ""  # "", 429, bare (header-less 429), limit (over per_minute), 5xx, slow, ...
     code: int = 0  # HTTP status sent
 
 
@@ -95,6 +106,8 @@ class FakeMoltbook:
         faults: Faults | None = None,
         seed: int = 0,
         lifetime_s: float = 120.0,
+        per_minute: float | None = None,
+        redate: tuple[float, float] | None = None,
     ) -> None:
         assert paging in ("offset", "cursor", "mixed")
         self.paging = paging
@@ -109,6 +122,9 @@ class FakeMoltbook:
         self._pause_until = 0.0
         self._pause_kind = ""
         self._lifetime_s = lifetime_s
+        self.per_minute = per_minute
+        self._window: deque[float] = deque()  # arrivals within the last 60 s
+        self.over_limit = 0
 
         api = data_dir / "api"
         self.payloads: dict[str, dict[str, Any]] = {}
@@ -126,6 +142,8 @@ class FakeMoltbook:
                 self.payloads[post["id"]] = {"success": True, "post": post, "comments": []}
         # release order = creation order; sort=new shows the newest first
         self.order = sorted(self.payloads, key=lambda pid: (_ts(self.payloads[pid]["post"]), pid))
+        if redate is not None:
+            self._redate(*redate)
         self._appear = {pid: max(0, (i - initial + 1) * release_every)
                         for i, pid in enumerate(self.order)}
         self._comments = {pid: _comments_in_order(p.get("comments") or [])
@@ -139,6 +157,21 @@ class FakeMoltbook:
         self._thread = threading.Thread(target=server.serve_forever, daemon=True)
         self._timer = threading.Timer(lifetime_s, self.stop)
         self._timer.daemon = True
+
+    def _redate(self, oldest_age_s: float, newest_age_s: float) -> None:
+        now = time.time()
+        n = max(1, len(self.order) - 1)
+
+        def iso(t: float) -> str:
+            return datetime.fromtimestamp(t, UTC).isoformat()
+
+        for rank, pid in enumerate(self.order):
+            payload = self.payloads[pid] = copy.deepcopy(self.payloads[pid])
+            new = now - oldest_age_s + (oldest_age_s - newest_age_s) * rank / n
+            shift = new - _ts(payload["post"])
+            payload["post"]["created_at"] = iso(new)
+            for c in _comments_in_order(payload.get("comments") or []):  # the tree's own dicts
+                c["created_at"] = iso(min(now - 1.0, max(new, _ts(c) + shift)))
 
     # -------------------------------------------------------------- lifecycle
 
@@ -158,6 +191,8 @@ class FakeMoltbook:
     # -------------------------------------------------------------- the living platform
 
     def _fraction(self, pid: str, tick: int) -> float:
+        if self.reveal_ticks <= 0:
+            return 1.0
         return min(1.0, max(0.0, (tick - self._appear[pid]) / self.reveal_ticks))
 
     def visible(self, tick: int) -> list[str]:
@@ -277,7 +312,16 @@ class FakeMoltbook:
                     rng = fake._rng
                     entry = Logged(now, self.path, self.headers.get("Authorization"))
                     fake.log.append(entry)
-                    if now < fake._pause_until:
+                    window = fake._window
+                    while window and window[0] <= now - 60.0:
+                        window.popleft()
+                    window.append(now)
+                    limit = fake.per_minute
+                    if limit is not None and len(window) > limit:
+                        fake.violations += 1
+                        fake.over_limit += 1
+                        kind = "limit"
+                    elif now < fake._pause_until:
                         fake.violations += 1
                         kind = "bare" if fake._pause_kind == "bare" else "429"
                     else:
@@ -301,9 +345,17 @@ class FakeMoltbook:
                     if kind == "ok" or kind in ("slow", "trunc", "malformed"):
                         status, obj = fake._answer(split.path, query, tick)
                     entry.fault = "" if kind == "ok" else kind
-                    entry.code = {"429": 429, "bare": 429, "5xx": 503}.get(kind, 0)
-                    if kind in ("429", "bare"):
+                    entry.code = {"429": 429, "bare": 429, "limit": 429, "5xx": 503}.get(kind, 0)
+                    if kind in ("429", "bare", "limit"):
                         fake.served_429 += 1
+                    rate = {"X-RateLimit-Limit": "60", "X-RateLimit-Remaining": "59"}
+                    free_in = 0.0
+                    if limit is not None:  # honest: what is left of the minute, when it frees
+                        if len(window) >= limit:
+                            free_in = max(0.0, window[-int(limit)] + 60.0 - now)
+                        rate = {"X-RateLimit-Limit": f"{limit:g}",
+                                "X-RateLimit-Remaining": str(max(0, int(limit) - len(window))),
+                                "X-RateLimit-Reset": str(math.ceil(time.time() + free_in))}
                 try:
                     if kind == "429":
                         reset = math.ceil(time.time() + f.retry_after_s)
@@ -312,6 +364,10 @@ class FakeMoltbook:
                                    {"Retry-After": f"{f.retry_after_s}",
                                     "X-RateLimit-Limit": "60", "X-RateLimit-Remaining": "0",
                                     "X-RateLimit-Reset": str(reset)})
+                    elif kind == "limit":
+                        self._send(429, json.dumps({"success": False,
+                                                    "error": "Rate limit exceeded"}).encode(),
+                                   {**rate, "Retry-After": f"{math.ceil(free_in)}"})
                     elif kind == "bare":
                         self._send(429, b'{"success":false,"error":"Too many requests"}', {})
                     elif kind == "5xx":
@@ -326,8 +382,7 @@ class FakeMoltbook:
                         elif kind == "malformed":
                             body = b'{"success": true, "posts": [{"id": ' + b"\x00garbage"
                         entry.code = status
-                        self._send(status, body, {"X-RateLimit-Limit": "60",
-                                                  "X-RateLimit-Remaining": "59"})
+                        self._send(status, body, rate)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout) first
 

@@ -4,6 +4,7 @@ real Redis for its checkpoint."""
 from __future__ import annotations
 
 import logging
+import random
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from service.config import CrawlerSettings
 from service.sources.crawler import MoltbookCrawler
-from service.sources.normalise import normalise_post_detail
+from service.sources.normalise import normalise_post_detail, parse_time
 from service.stores.checkpoint import CheckpointStore
 from streams.events import AgentEvent, DeadLetter, VoteEvent
 from tests.integration.fake_moltbook import FakeMoltbook, Faults
@@ -537,3 +538,130 @@ def test_probe_posts_revisited_at_the_minimum_interval_past_the_horizon() -> Non
     assert registry.get_sample_value("moltscope_crawler_revisit_queue_length") == 1
     posts = {i.post_id for i in items if getattr(i, "kind", "") == "post"}
     assert posts == {files["probe"], files["expiring"]}
+
+
+HOSTILE = Faults(p_429_bare=0.01, bare_block_s=5.0, p_5xx=0.02, p_repeat=0.3)
+
+
+@pytest.mark.slow
+def test_default_crawler_crawls_everything_once_through_a_hostile_api_in_10_minutes(
+    redis_client: redis.Redis,
+) -> None:
+    """Issue 14 item 4, at the real rate: the DEFAULT settings (only the address pointed at
+    the fake) against the platform's 60/min sliding minute on real time, 1 % header-less 429s
+    (the per-IP limit, each blocking 5 s), 2 % 503s, pages that repeat items and new posts
+    that push offset pages down. Every real post file and its nested comments arrive exactly
+    once within 10 minutes, the minute is never exceeded, a header-less 429 costs a short
+    back-off (not 15 minutes), and a null-author post is published (author None) from the
+    first listing that shows it. Seeded faults; every wait is a condition with a deadline."""
+    with FakeMoltbook(paging="offset", initial=138, release_every=8, reveal_ticks=0,
+                      profile_posts=0, faults=HOSTILE, seed=14, lifetime_s=720.0,
+                      per_minute=60, redate=(2.5 * 86_400.0, 5 * 3600.0)) as fake:
+        posts = set(fake.payloads)
+        comments = {c["id"] for p in posts for c in fake._comments[p]}
+        null_author = {p for p in posts if fake.payloads[p]["post"].get("author") is None}
+        assert (len(posts), len(comments), len(null_author)) == (158, 286, 10)  # the real files
+        details_before: dict[str, int] = {}
+        last_new = [0.0]
+
+        def hook(item: Any) -> None:
+            kind = getattr(item, "kind", "")
+            if kind == "post":
+                path = f"/api/v1/posts/{item.post_id}"
+                details_before[item.post_id] = sum(x.path == path for x in list(fake.log))
+            if kind in ("post", "comment"):
+                last_new[0] = time.monotonic()
+
+        def done(items: list[Any]) -> bool:
+            got = {getattr(i, "post_id", None) for i in items if getattr(i, "kind", "") == "post"}
+            seen = {getattr(i, "comment_id", None) for i in items
+                    if getattr(i, "kind", "") == "comment"}
+            return posts <= got and comments <= seen
+
+        started = time.monotonic()
+        crawler = MoltbookCrawler(CrawlerSettings(base_url=fake.url),
+                                  CheckpointStore(redis_client), registry=CollectorRegistry(),
+                                  rng=random.Random(14))
+        items, crash = crawl(crawler, done, timeout=600.0, emit_hook=hook)
+        log = list(fake.log)
+    assert crash is None
+    took = last_new[0] - started
+    events = [i for i in items if not isinstance(i, DeadLetter)]
+    assert Counter(e.id for e in events).most_common(1)[0][1] == 1
+    emitted_posts = [e for e in events if e.kind == "post"]
+    emitted_comments = [e for e in events if e.kind == "comment"]
+    assert sorted(e.post_id for e in emitted_posts) == sorted(posts)
+    assert sorted(e.comment_id for e in emitted_comments) == sorted(comments)
+    assert took <= 600.0
+    # null authors: a post (author None) from the listing, before any detail request for it
+    for e in emitted_posts:
+        assert (e.author is None) == (e.post_id in null_author)
+    assert all(details_before[p] == 0 for p in null_author)
+
+    # the sliding minute was never exceeded (nor a 429's pause or the per-IP block entered):
+    # the bucket admits at most 1 + 55 requests in any 60 s
+    times = np.array(sorted(x.t for x in log))
+    assert fake.over_limit == 0 and fake.violations == 0
+    assert max_in_window(times, 60.0) <= 56
+    faults = Counter(x.fault for x in log)
+    assert faults["bare"] >= 2 and faults["5xx"] >= 4
+    # each header-less 429 cost one short back-off: no pause reached a minute
+    gaps = np.diff(times)
+    assert gaps.max() < 60.0
+    # the pace between back-offs is the default 55/min; the back-offs lower the average
+    pace = 60.0 / float(np.median(gaps))
+    span = times[-1] - times[0]
+    rate = 60.0 * (len(times) - 1) / span
+    print(f"\nhostile crawl: {len(posts)} posts + {len(comments)} comments in {took:.0f} s; "
+          f"{len(log)} requests over {span:.0f} s = {rate:.1f} requests/min on average, "
+          f"pace {pace:.1f}/min, at most {max_in_window(times, 60.0)} in any 60 s; "
+          f"faults {dict(faults)}; longest pause {gaps.max():.1f} s")
+    assert 54.0 <= pace <= 55.5
+
+
+def test_default_crawler_backs_off_30_s_on_a_lone_header_less_429_doubling_on_repeats() -> None:
+    """On a fake clock, the default settings: a lone header-less 429 pauses 30 s (the same
+    request is then repeated), two in a row 30 s then 60 s, and a success resets the streak;
+    otherwise requests go 60/55 s apart (never above the platform's 60/min)."""
+    import json
+
+    import httpx
+
+    from tests.integration.fake_moltbook import DATA
+
+    pid = "10b01acb-1acd-4a16-b105-2295d37618ff"
+    payload = json.loads((DATA / "api" / "posts" / f"{pid}.json").read_text())
+    now = [parse_time(payload["post"]["created_at"]).timestamp() + 3600]  # type: ignore[union-attr]
+    sent: list[tuple[float, str]] = []
+    bare_at = {2, 5, 6}  # 0-based request numbers answered with a header-less 429
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append((now[0], request.url.path))
+        if len(sent) - 1 in bare_at:
+            return httpx.Response(429, json={"success": False, "error": "Too many requests"})
+        if request.url.path.endswith("/posts"):
+            return httpx.Response(200, json={"success": True, "posts": [payload["post"]],
+                                             "has_more": False, "count": 1, "next_offset": 1})
+        return httpx.Response(200, json=payload)
+
+    stop = threading.Event()
+
+    def sleep(s: float) -> None:
+        now[0] += s
+        if len(sent) >= 10:
+            stop.set()
+
+    registry = CollectorRegistry()
+    crawler = MoltbookCrawler(
+        CrawlerSettings(base_url="http://moltbook.test/api/v1", fetch_profiles=False,
+                        discovery_interval_s=1.0), None,
+        client=httpx.Client(base_url="http://moltbook.test/api/v1",
+                            transport=httpx.MockTransport(handler)),
+        clock=lambda: now[0], sleep=sleep, registry=registry)
+    list(crawler.events(stop))
+    gaps = np.diff([t for t, _ in sent[:10]])
+    interval = 60 / 55
+    assert gaps == pytest.approx([interval, interval, 30, interval, interval, 30, 60, interval,
+                                  interval], abs=1e-5)
+    assert [p for _, p in sent[2:4]] == [sent[2][1]] * 2  # the refused request, repeated
+    assert registry.get_sample_value("moltscope_crawler_backoff_seconds_total") == 120
