@@ -46,6 +46,12 @@ class EmbeddedSettings(BaseModel):
     kafka_port: int = 19092
     redis_port: int = 16379
     data_dir: Path = Path("var")
+    restart_backoff_s: float = Field(1.0, gt=0, description="First wait before a crashed "
+                                     "worker, API or source is restarted; doubles while it "
+                                     "keeps crashing")
+    restart_backoff_cap_s: float = Field(30.0, gt=0, description="Longest restart wait")
+    restart_stable_s: float = Field(60.0, description="Up this long, a child's next crash "
+                                    "waits restart_backoff_s again")
 
 
 class CrawlerSettings(BaseModel):

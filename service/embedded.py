@@ -75,10 +75,12 @@ class ManagedProcess:
         self.name, self.argv, self.ready, self.log_file = name, list(argv), ready, log_file
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0  # time.monotonic() of the last spawn
         self._log: IO[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> ManagedProcess:
-        if self.log_file is not None:
+    def spawn(self) -> ManagedProcess:
+        """Start the process without waiting for it to be ready (a supervisor's restart)."""
+        if self.log_file is not None and self._log is None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             self._log = self.log_file.open("ab")
         self.proc = subprocess.Popen(
@@ -86,6 +88,12 @@ class ManagedProcess:
             stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, env=self.env,
             process_group=0,  # a terminal's Ctrl-C is for the supervisor, which stops us
         )
+        self.started_at = time.monotonic()
+        return self
+
+    def start(self, timeout: float = 30.0) -> ManagedProcess:
+        self.spawn()
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while not self.ready():
             if self.proc.poll() is not None:
@@ -101,6 +109,11 @@ class ManagedProcess:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once it has exited (negative: killed by that signal)."""
+        return None if self.proc is None else self.proc.poll()
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc is not None and self.proc.poll() is None:

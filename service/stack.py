@@ -5,6 +5,15 @@ their own process groups, so a terminal's Ctrl-C reaches the supervisor alone, w
 in reverse order of start: source, API, worker, then Redis and the broker. The worker, the API
 and the source run as separate processes that read the same ``MOLTSCOPE_*`` settings, exactly
 as they would in production against an external Kafka and Redis.
+
+A crashed worker, API or source is restarted, the broker and Redis untouched: after
+``restart_backoff_s`` (1 s), doubling while it keeps crashing up to ``restart_backoff_cap_s``
+(30 s), back to 1 s once it has been up ``restart_stable_s`` (a minute). The worker resumes
+from its Kafka offsets and Redis checkpoint. A source that finishes (exit 0, e.g. a replay
+that reached its end) is not restarted. The broker and Redis are not restarted: the embedded
+Tansu keeps its topics in memory, so its death loses every event, and nothing restarted
+could get them back; the stack stops (exit 1) and says so. Production (compose, Helm) runs a
+real, replicated Kafka whose topics survive any one process.
 """
 
 from __future__ import annotations
@@ -15,7 +24,9 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from threading import Event
 from typing import Any
@@ -27,6 +38,33 @@ from service.embedded import ManagedProcess, port_open, redis_server, tansu
 from service.producer import ensure_topics
 
 log = logging.getLogger(__name__)
+
+#: Children whose death ends the stack: what they hold cannot be restarted (see above).
+CORE = ("tansu", "redis")
+
+
+@dataclass(slots=True)
+class Backoff:
+    """Restart waits of one child: ``base_s`` doubling to ``cap_s``, reset by a stable run.
+
+    >>> b = Backoff(base_s=1.0, cap_s=30.0, stable_s=60.0)
+    >>> [b.next(uptime_s=2.0) for _ in range(7)]
+    [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    >>> b.next(uptime_s=61.0)
+    1.0
+    """
+
+    base_s: float
+    cap_s: float
+    stable_s: float
+    _delay: float = 0.0
+
+    def next(self, uptime_s: float) -> float:
+        if self._delay == 0.0 or uptime_s >= self.stable_s:
+            self._delay = self.base_s
+        else:
+            self._delay = min(self.cap_s, self._delay * 2)
+        return self._delay
 
 
 def cli_argv(*args: str) -> list[str]:
@@ -69,6 +107,10 @@ class Stack:
         self.source = list(source) if source else None
         self.log_dir = log_dir or settings.embedded.data_dir / "logs"
         self.procs: list[ManagedProcess] = []
+        self.restarts: dict[str, int] = {}  # restarts so far, by child
+        self._backoff: dict[str, Backoff] = {}
+        self._due: dict[str, float] = {}  # child -> time.monotonic() of its restart
+        self._finished: set[str] = set()
 
     def _start(self, proc: ManagedProcess, timeout: float = 60.0) -> None:
         self.procs.append(proc)  # first: a Ctrl-C while it comes up still stops it
@@ -102,9 +144,41 @@ class Stack:
             proc.stop()
         self.procs.clear()
 
-    def run_forever(self, stop: Event | None = None) -> int:
-        """Block until Ctrl-C/SIGTERM or a child dies; stop everything; return an exit code:
-        0 when asked to stop, 1 when a child died on its own."""
+    def supervise(self) -> str | None:
+        """One look at the children: schedule or make due restarts of the worker, API and
+        source; returns the name of a core child (broker, Redis) that died, else None."""
+        now = time.monotonic()
+        e = self.settings.embedded
+        for p in self.procs:
+            if p.alive or p.name in self._finished:
+                continue
+            if p.name in CORE:
+                return p.name
+            if p.name == "source" and p.returncode == 0:
+                log.info("source finished")
+                self._finished.add(p.name)
+                continue
+            due = self._due.get(p.name)
+            if due is None:
+                backoff = self._backoff.setdefault(
+                    p.name, Backoff(e.restart_backoff_s, e.restart_backoff_cap_s,
+                                    e.restart_stable_s))
+                delay = backoff.next(now - p.started_at)
+                self._due[p.name] = now + delay
+                log.error("%s exited with %s; restarting in %g s (see %s)", p.name,
+                          p.returncode, delay, p.log_file)
+            elif now >= due:
+                del self._due[p.name]
+                p.spawn()
+                self.restarts[p.name] = self.restarts.get(p.name, 0) + 1
+                assert p.proc is not None
+                log.warning("%s restarted (pid %d)", p.name, p.proc.pid)
+        return None
+
+    def run_forever(self, stop: Event | None = None, poll_s: float = 0.2) -> int:
+        """Block until Ctrl-C/SIGTERM or the broker or Redis dies, restarting the other
+        children as they crash; stop everything; return an exit code: 0 when asked to stop,
+        1 when the broker or Redis died."""
         stop = stop or Event()
         starting = True
 
@@ -123,10 +197,13 @@ class Stack:
             starting = False
             log.info("moltscope is up: live page http://%s:%d/ (API docs at /docs), logs in %s",
                      self.settings.api_host, self.settings.api_port, self.log_dir)
-            while not stop.wait(1.0):
-                dead = [p for p in self.procs if not p.alive and p.name != "source"]
-                if dead and not stop.is_set():
-                    log.error("%s exited; stopping (see %s)", dead[0].name, dead[0].log_file)
+            while not stop.wait(poll_s):
+                dead = self.supervise()
+                if dead is not None and not stop.is_set():
+                    proc = next(p for p in self.procs if p.name == dead)
+                    log.error("%s exited; stopping%s (see %s)", dead,
+                              ": the memory-only broker lost every topic" if dead == "tansu"
+                              else "", proc.log_file)
                     code = 1
                     break
         except KeyboardInterrupt:

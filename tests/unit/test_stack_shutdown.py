@@ -1,9 +1,11 @@
-"""Ctrl-C of ``moltscope up``: every child stopped in order, exit 0 and a "stopped" line.
+"""``moltscope up``'s supervisor: Ctrl-C stops every child in order (exit 0, a "stopped"
+line); a crashed or killed worker is restarted with back-off while the broker and Redis run on;
+the broker's death ends the stack (exit 1).
 
 The supervisor runs for real (``Stack.run_forever`` in its own session, as a terminal would
 run it) with small stand-in children in place of Tansu, Redis, the worker, the API and the
-source: each notes the signals it gets, so the test sees who was stopped, by what, in which
-order.
+source: each notes its starts (with its pid) and the signals it gets, so the test sees who was
+started, stopped, by what, in which order.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from service.embedded import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
-import signal, socket, sys, time
+import os, signal, socket, sys, time
+from pathlib import Path
 name, record, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def note(signum, _):
     with open(record, "a") as f:
@@ -31,10 +34,18 @@ def note(signum, _):
 signal.signal(signal.SIGTERM, note)
 signal.signal(signal.SIGINT, note)
 if port:
-    s = socket.socket(); s.bind(("127.0.0.1", port)); s.listen()
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port)); s.listen()
+starts = Path(record).parent / "starts.txt"
+with starts.open("a") as f:
+    f.write(f"{name} {os.getpid()}\\n")
 open(f"{record}.{name}", "w").close()  # up, and its handlers in place
-if name == "worker" and "{fail}" == "crash":
-    time.sleep(1.5)
+if name == "worker" and "{fail}" == "crash" and starts.read_text().count("worker ") <= 2:
+    time.sleep(0.3)
+    sys.exit(3)  # crashes on its first two runs, then stays up
+if name == "tansu" and "{fail}" == "broker":
+    time.sleep(1.0)
     sys.exit(3)
 while True:
     time.sleep(60)
@@ -78,7 +89,8 @@ def supervise(tmp_path: Path, fail: str, ignore_sigint: bool) -> tuple[subproces
 
     proc = subprocess.Popen(
         [sys.executable, str(script), str(record), fail, *(str(free_port()) for _ in range(3))],
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "MOLTSCOPE_EMBEDDED__RESTART_BACKOFF_S": "0.1"},
+        cwd=ROOT, start_new_session=True,
         preexec_fn=session,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return proc, record
@@ -133,11 +145,66 @@ def test_ctrl_c_during_start_up_stops_what_started(tmp_path: Path) -> None:
         "worker SIGTERM", "redis SIGTERM", "tansu SIGTERM"]
 
 
-def test_a_child_dying_on_its_own_is_a_failure(tmp_path: Path) -> None:
+def starts(record: Path) -> list[tuple[str, int]]:
+    """(name, pid) of every start of a stand-in child, in order."""
+    path = record.parent / "starts.txt"
+    lines = path.read_text().split("\n")[:-1] if path.exists() else []
+    return [(n, int(pid)) for n, pid in (line.split() for line in lines)]
+
+
+def pids(record: Path, name: str) -> list[int]:
+    return [pid for n, pid in starts(record) if n == name]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_crashing_worker_is_restarted_with_back_off_and_the_broker_kept(
+        tmp_path: Path) -> None:
     proc, record = supervise(tmp_path, "crash", ignore_sigint=False)
+    wait_for(lambda: len(pids(record, "worker")) == 3)  # crashed twice, then stays up
+    wait_for(lambda: children_up(record, 5))
+    tansu, redis = pids(record, "tansu"), pids(record, "redis")
+    assert len(tansu) == len(redis) == 1 and alive(tansu[0]) and alive(redis[0])
+    os.killpg(proc.pid, signal.SIGINT)
+    code, out = finish(proc)
+    assert code == 0, out
+    assert "worker exited with 3; restarting in 0.1 s" in out
+    assert "worker exited with 3; restarting in 0.2 s" in out  # doubled: still crashing
+    assert out.count("worker restarted (pid") == 2
+    assert out.rstrip().endswith("moltscope: stopped")
+    assert record.read_text().split("\n")[:-1] == [
+        "source SIGTERM", "api SIGTERM", "worker SIGTERM", "redis SIGTERM", "tansu SIGTERM"]
+
+
+def test_kill_9_of_the_worker_restarts_it_alone(tmp_path: Path) -> None:
+    proc, record = supervise(tmp_path, "none", ignore_sigint=False)
+    wait_for(lambda: children_up(record, 5))
+    [worker] = pids(record, "worker")
+    others = {n: p for n, p in starts(record) if n != "worker"}
+    os.kill(worker, signal.SIGKILL)
+    wait_for(lambda: len(pids(record, "worker")) == 2)
+    assert alive(pids(record, "worker")[1]) and not alive(worker)
+    assert all(alive(p) for p in others.values())  # broker, Redis, API, source untouched
+    assert {n: p for n, p in starts(record) if n != "worker"} == others
+    os.killpg(proc.pid, signal.SIGINT)
+    code, out = finish(proc)
+    assert code == 0, out
+    assert "worker exited with -9; restarting in 0.1 s" in out
+    assert record.read_text().split("\n")[:-1] == [
+        "source SIGTERM", "api SIGTERM", "worker SIGTERM", "redis SIGTERM", "tansu SIGTERM"]
+
+
+def test_the_broker_dying_ends_the_stack_as_a_failure(tmp_path: Path) -> None:
+    proc, record = supervise(tmp_path, "broker", ignore_sigint=False)
     code, out = finish(proc)
     assert code == 1, out
-    assert "worker exited; stopping" in out
+    assert "tansu exited; stopping: the memory-only broker lost every topic" in out
     assert out.rstrip().endswith("moltscope: stopped after a failure")
     assert record.read_text().split("\n")[:-1] == [
-        "source SIGTERM", "api SIGTERM", "redis SIGTERM", "tansu SIGTERM"]
+        "source SIGTERM", "api SIGTERM", "worker SIGTERM", "redis SIGTERM"]
