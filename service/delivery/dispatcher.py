@@ -4,8 +4,9 @@ Everything it has not yet delivered lives in Redis, so a restart (or a crash) lo
 
 - ``submit(alert)`` puts the alert in the pending group of every webhook that accepts it:
   ``<p>:dq:pending:<hook>|<type>`` hash ``<incident>|f`` -> the incident's firing, and
-  ``<incident>|n`` -> its latest later transition (a newer one replaces an older one still
-  waiting; the firing is never replaced), and schedules the group's flush in
+  ``<incident>|n`` -> its latest later transition (``|s`` its sequence: a newer one replaces
+  an older one still waiting; the firing is never replaced), in one Lua step with the marker
+  below, and schedules the group's flush in
   ``<p>:dq:groups`` (sorted set by due time): ``group_wait_s`` after its first alert, and no
   sooner than ``group_interval_s`` after the group's previous message. A storm of alerts of
   one type becomes one message per group interval, not one per alert.
@@ -94,6 +95,23 @@ class DispatcherConfig:
     allow_urls: Annotated[tuple[str, ...], BeforeValidator(_entries)] = ()
 
 
+# One transition into a webhook's pending group, atomically. KEYS: the incident's "announced"
+# marker for this webhook, the pending hash, the groups' schedule. ARGV: marker TTL, incident
+# id, its firing JSON, the later transition's JSON ("" for a firing), its sequence, group, due.
+_ENQUEUE = """
+if redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
+  redis.call('HSET', KEYS[2], ARGV[2] .. '|f', ARGV[3])
+end
+if ARGV[4] ~= '' then
+  local held = tonumber(redis.call('HGET', KEYS[2], ARGV[2] .. '|s') or '0')
+  if tonumber(ARGV[5]) > held then
+    redis.call('HSET', KEYS[2], ARGV[2] .. '|n', ARGV[4], ARGV[2] .. '|s', ARGV[5])
+  end
+end
+redis.call('ZADD', KEYS[3], 'NX', ARGV[7], ARGV[6])
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class TickResult:
     flushed: int = 0
@@ -118,6 +136,7 @@ class Dispatcher:
         self.k_groups, self.k_ready, self.k_deliveries = f"{p}:groups", f"{p}:ready", f"{p}:del"
         self.k_pending, self.k_last = f"{p}:pending:", f"{p}:last"
         self.k_queue, self.k_dead, self.k_seen = f"{p}:queue:", f"{p}:dead:", f"{p}:seen:"
+        self._enqueue = client.register_script(_ENQUEUE)
 
     # ------------------------------------------------------------------ intake
 
@@ -126,24 +145,18 @@ class Dispatcher:
         now = self.clock()
         hooks = [h for h in self.registry.list() if h.accepts(alert)]
         iid = alert.incident_id
+        firing_json = firing_of(alert).model_dump_json()
+        later_json = "" if alert.state == "firing" else alert.model_dump_json()
         for hook in hooks:
             group = f"{hook.id}|{alert.type}"
             last = self.r.hget(self.k_last, group)
             due = now + self.cfg.group_wait_s
             if last is not None:
                 due = max(due, float(last) + self.cfg.group_interval_s)
-            pending = self.k_pending + group
-            announce = self.r.set(f"{self.k_seen}{hook.id}:{iid}", 1, nx=True,
-                                  ex=max(1, int(self.cfg.max_age_s)))
-            pipe = self.r.pipeline()
-            if announce:
-                pipe.hset(pending, f"{iid}|f", firing_of(alert).model_dump_json())
-            if alert.state != "firing":
-                held = self.r.hget(pending, f"{iid}|n")
-                if held is None or Alert.model_validate_json(held).sequence < alert.sequence:
-                    pipe.hset(pending, f"{iid}|n", alert.model_dump_json())
-            pipe.zadd(self.k_groups, {group: due}, nx=True)
-            pipe.execute()
+            self._enqueue(keys=[f"{self.k_seen}{hook.id}:{iid}", self.k_pending + group,
+                                self.k_groups],
+                          args=[max(1, int(self.cfg.max_age_s)), iid, firing_json,
+                                later_json, alert.sequence, group, due])
         return len(hooks)
 
     # ------------------------------------------------------------------ work
@@ -184,7 +197,8 @@ class Dispatcher:
             pipe.delete(self.k_pending + group)
             pipe.zrem(self.k_groups, group)
             pending = pipe.execute()[0]
-            alerts = sorted((Alert.model_validate_json(v) for v in pending.values()),
+            alerts = sorted((Alert.model_validate_json(v) for k, v in pending.items()
+                             if not (k.decode() if isinstance(k, bytes) else k).endswith("|s")),
                             key=lambda a: (a.updated_at, a.fingerprint, a.sequence))
             hook = self.registry.get(hook_id)
             if hook is None or not alerts:
