@@ -11,4 +11,8 @@ API side: include ``service.api.alerts.router`` and ``service.api.webhooks.route
 register ``AlertHistoryCollector(AlertHistory(redis, prefix))`` with the Prometheus registry.
 Receivers check ``X-Moltscope-Signature: sha256=<hex>`` (HMAC-SHA256 of the raw body with the
 secret returned by ``POST /v1/webhooks``) and drop repeats of ``X-Moltscope-Delivery``.
+Where a webhook may point (no loopback, private, link-local address or own port unless
+``MOLTSCOPE_DELIVERY__ALLOW_URLS`` names it) is :class:`~service.delivery.egress.EgressPolicy`,
+checked by the API at registration and by the dispatcher before every attempt; the worker
+builds its desk with ``policy=EgressPolicy.for_settings(settings)``.
 """
