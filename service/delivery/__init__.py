@@ -13,6 +13,7 @@ Receivers check ``X-Moltscope-Signature: sha256=<hex>`` (HMAC-SHA256 of the raw 
 secret returned by ``POST /v1/webhooks``) and drop repeats of ``X-Moltscope-Delivery``.
 Where a webhook may point (no loopback, private, link-local address or own port unless
 ``MOLTSCOPE_DELIVERY__ALLOW_URLS`` names it) is :class:`~service.delivery.egress.EgressPolicy`,
-checked by the API at registration and by the dispatcher before every attempt; the worker
-builds its desk with ``policy=EgressPolicy.for_settings(settings)``.
+checked by the API at registration and by the dispatcher before every attempt. The worker
+should build its desk with ``policy=EgressPolicy.for_settings(settings)``; without it the
+desk knows the allow-list but not the service's ports (a CIDR entry then opens them too).
 """
