@@ -43,8 +43,11 @@ Delivery is at-least-once: each unit of work (one page, one visit, one profile) 
 only after all its items were handed out, so a crash repeats at most the unit in flight, with
 the same event ids (de-duplicated downstream).
 
-Requests are paced by a token bucket (``requests_per_minute``, ``burst``); 429s, 5xx,
-timeouts and broken JSON follow :class:`service.sources.ratelimit.RetryPolicy`. The API key
+Requests are paced by a token bucket (``requests_per_minute``, ``burst``: by default 55/min,
+at most 56 in any sliding minute, under the platform's 60); 429s, 5xx, timeouts and broken
+JSON follow :class:`service.sources.ratelimit.RetryPolicy`: a header-less 429 (the per-IP
+limit) pauses every request ``ip_block_backoff_s`` (30 s), doubling while they repeat up to
+``ip_block_backoff_cap_s`` (15 minutes), so a lone one costs half a minute, not a stall. The API key
 (``api_key`` or the ``MOLTBOOK_API_KEY`` environment variable) is sent as a bearer token and
 never logged.
 """
