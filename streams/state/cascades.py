@@ -282,10 +282,12 @@ class _Store:
     def earliest(self, at: np.ndarray, t: np.ndarray) -> None:
         self.st[at] = np.minimum(self.st[at], t)
 
-    def add(self, k: np.ndarray, g: np.ndarray, t: np.ndarray) -> None:
-        """Insert pairs (sorted by key, none present)."""
+    def add(self, k: np.ndarray, g: np.ndarray, t: np.ndarray,
+            pos: np.ndarray | None = None) -> None:
+        """Insert pairs (sorted by key, none present; ``pos``: their insertion points when
+        known, as :meth:`find` gives them)."""
         if len(k):
-            at, old = _places(np.searchsorted(self.sk, k), len(self.sk))
+            at, old = _places(np.searchsorted(self.sk, k) if pos is None else pos, len(self.sk))
             self.sk = _placed(self.sk, k, at, old)
             self.sg = _placed(self.sg, g, at, old)
             self.st = _placed(self.st, t, at, old)
@@ -495,17 +497,23 @@ class CascadeEngine:
         ku, gu, src = ks[first], gs[first], order[first]
         tu = np.minimum.reduceat(t[order], first)
         # pairs already adopted: keep the earliest time
-        new = np.ones(len(ku), bool)
-        for store in (self._big, self._small):
-            found, at = store.find(ku[new], gu[new])
-            idx = np.flatnonzero(new)[found]
-            store.earliest(at[found], tu[idx])
-            new[idx] = False
+        found_b, at_b = self._big.find(ku, gu)
+        self._big.earliest(at_b[found_b], tu[found_b])
+        rest = np.flatnonzero(~found_b)
+        found_s, at_s = self._small.find(ku[rest], gu[rest])
+        self._small.earliest(at_s[found_s], tu[rest[found_s]])
+        new = rest[~found_s]
         kn, gn, tn, srcn = ku[new], gu[new], tu[new], src[new]
         self.adoptions_total += len(kn)
-        cascade = self._count(gn, tn, srcn, origin)
-        self._big.add(kn[cascade], gn[cascade], tn[cascade])
-        self._small.add(kn[~cascade], gn[~cascade], tn[~cascade])
+        cascade, crossed = self._count(gn, tn, srcn, origin)
+        self._big.add(kn[cascade], gn[cascade], tn[cascade], at_b[new][cascade])
+        self._small.add(kn[~cascade], gn[~cascade], tn[~cascade], at_s[~found_s][~cascade])
+        if len(crossed):  # the earlier adoptions of new cascades join their store
+            small = self._small
+            moving = _member(small.sg, crossed)
+            if moving.any():
+                self._big.add(small.sk[moving], small.sg[moving], small.st[moving])
+                small.keep(~moving)
         if len(self._keys) > self.config.max_tracked:
             self._evict()
         # a merge rewrites the store (O(adoptions)): buffer a quarter of it first, up to 16
@@ -513,12 +521,11 @@ class CascadeEngine:
         self._flush_at = max(cfg.flush_every, min(len(self._big) // 4, 16 * cfg.flush_every))
 
     def _count(self, gn: np.ndarray, tn: np.ndarray, srcn: np.ndarray, origin: tuple,
-               ) -> np.ndarray:
-        """Add new adoptions (grouped by id prefix) to each n-gram's count; move the
-        adoptions of n-grams that became cascades to their store. Returns which of the new
-        adoptions are of cascades."""
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Add new adoptions (grouped by id prefix) to each n-gram's count and name the new
+        cascades. Returns which new adoptions are of cascades, and the new cascades."""
         if not len(gn):
-            return np.zeros(0, bool)
+            return np.zeros(0, bool), np.zeros(0, np.uint64)
         m = self.config.min_adopters
         run = np.flatnonzero(np.r_[True, gn[1:] != gn[:-1]])
         rg, rc = gn[run], np.diff(np.r_[run, len(gn)])
@@ -543,16 +550,13 @@ class CascadeEngine:
         self._last = _placed(self._last, nt, at, old)
         born = ng[nc >= m]
         crossed = np.concatenate((crossed, born))
+        crossed = np.unique(crossed)
         if len(crossed):
-            crossed = np.unique(crossed)
             self._name(crossed, gn, srcn, origin)
-            moving = _member(self._small.sg, crossed)
-            if moving.any():
-                small = self._small
-                self._big.add(small.sk[moving], small.sg[moving], small.st[moving])
-                small.keep(~moving)
-        run_cascade = self._size[np.searchsorted(self._keys, rg)] >= m
-        return np.repeat(run_cascade, rc)
+        run_cascade = np.empty(len(rg), bool)
+        run_cascade[hit] = after >= m
+        run_cascade[~hit] = (nc >= m)[inverse]
+        return np.repeat(run_cascade, rc), crossed
 
     def _name(self, crossed: np.ndarray, gn: np.ndarray, srcn: np.ndarray, origin: tuple,
               ) -> None:
