@@ -15,19 +15,21 @@ before it; every agent of the graph counts, as in the paper's code, and the adop
 exposure k = adopters with exposure k / agents with exposure k. Texts whose author is unknown
 (``item.author`` None) adopt nothing: they are counted in ``cascade_anonymous_texts_total``.
 
-How (per text amortised O(words), no Python loop over words or history). The n-gram ids are
-:meth:`streams.text.Text.word_ngram_ids`; the stop-word filter is a mask over the word ids and
-cumulative sums of it (stop words in every window). Each text appends its kept n-gram ids, its
-agent and time to a buffer; every ``flush_every`` (gram, agent) pairs the buffer is merged in
-one vectorised pass: one sort of the pairs by a 64-bit key (the n-gram id's top 38 bits, the
-agent's 26-bit index: grouped by n-gram, then agent; two n-grams sharing 38 bits are told apart
-by their full id, exactly), first use = the earliest time of each pair, one ``searchsorted`` into
-the adoption store (sorted by the same key) to keep the pairs never seen, one ``searchsorted``
-into the n-gram table (sorted by id) to add them to each n-gram's distinct-adopter count. A
-cascade's readable words are taken, when it crosses ``min_adopters``, from a buffered text that
-adopted it (:func:`streams.text.ngram_text`). A merge rewrites the adoption store, so the
-buffer grows to a quarter of the store (at most 16 x ``flush_every`` pairs) before one: the
-rewrite costs O(1) a pair.
+How (per text amortised O(words), no Python loop over words or history). Each text appends
+its word ids (:attr:`streams.text.Text.word_ids`), agent and time to a buffer; every
+``flush_every`` (n-gram, agent) pairs the whole buffer is merged in one vectorised pass: the
+n-gram ids by the rolling hash over the concatenated words (the values of
+:meth:`streams.text.Text.word_ngram_ids`; windows across two texts left out), the stop-word rule
+by cumulative sums of a stop mask; one sort of the pairs by a 64-bit key (the n-gram id's top
+38 bits, the agent's 26-bit index: grouped by n-gram, then agent; two n-grams sharing 38 bits
+are told apart by their full id, exactly), first use = the earliest time of each pair, one
+``searchsorted`` into each adoption store (sorted by the same key: the cascades' adoptions, and
+the other n-grams' adoptions) to keep the pairs never seen, one ``searchsorted`` into the
+n-gram table (sorted by id) to add them to each n-gram's distinct-adopter count. A cascade's
+readable words are taken, when it crosses ``min_adopters``, from a buffered text that adopted
+it (:func:`streams.text.ngram_text`), and its earlier adoptions move to the cascades' store. A
+merge rewrites the stores, so the buffer grows to a quarter of the cascades' store (at most 16
+x ``flush_every`` pairs) before one: the rewrite costs O(1) a pair.
 
 Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, at least
 ``analysis_min_texts`` texts apart), bounded per run: the power-law fit only when the sizes
@@ -38,13 +40,15 @@ until ``exposure_budget`` adopters were visited; the rest keep their last figure
 (``exposure_stale_cascades`` says how many). Exposures are vectorised over the graph's
 cumulative edge arrays (:meth:`InteractionGraph.arrays`, indexed by source once per analysis).
 ``analyse(full=True)`` recomputes every exposure against the graph as it stands: the paper's
-static-graph computation (replay's last report).
+static-graph computation (replay's last report). Each cascade's exposures cost O(its adopters'
+out-edges), not O(graph). A snapshot before the first analysis runs one.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
 adopter count, last adoption) plus 24 bytes per adoption (key, id, time) in the store, and the
 buffer (~10 bytes a buffered pair: word ids and the texts' word lists). When full, the
 n-grams that are not cascades with the fewest adopters (oldest first) are evicted down to
-``evict_to`` x ``max_tracked``, with their adoptions; ``cascade_ngrams_evicted_total`` and
+``evict_to`` x ``max_tracked``, with their adoptions (a pass over the non-cascades' store
+only, which the table bounds); ``cascade_ngrams_evicted_total`` and
 ``cascade_evicted_adopters_max`` say what was lost: sizes are exact for every n-gram never
 evicted, and an evicted n-gram that comes back restarts with at most that many adopters
 missing. Cascades themselves are never evicted (their adoptions are the cascade): memory =
