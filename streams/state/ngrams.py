@@ -27,7 +27,8 @@ paper's batch rule exactly: details ``ngrams.series_batch`` (and ``mean_rates_ba
 the live rule's ``ngrams.series``. It is not bounded (13 bytes per distinct n-gram of the run):
 for archives, not for the live service.
 
-Bounded memory. N-grams are the 64-bit ids of :meth:`streams.text.Text.ngram_ids` (expected
+Bounded memory. N-grams are the 64-bit ids of :meth:`streams.text.Text.ngram_ids` (chained
+here from the (n-1)-gram ids of the same text: the same values, fewer operations; expected
 colliding pairs ~N^2 / 2^65 for N n-grams in a table, 3e-6 for N = 10^7). Per n, a table sorted
 by id holds first and last day (uint16 days since 1970, good to 2149) and an occurrence count
 capped at 2 (uint8): 13 bytes a tracked n-gram (plus, while merging, a transient copy of one
