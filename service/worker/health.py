@@ -1,7 +1,8 @@
 """The worker's self-health, measured where the data is and written to Redis
 (:class:`~service.health_metrics.HealthStore`) on a timer; the API exports it.
 
-- consumer lag: for every partition assigned to this worker, the log end offset the consumer
+- consumer lag: for every partition of the driver's topics (events, society, alerts, dead
+  letters; not Faust's internal ones) assigned to this worker, the log end offset the consumer
   last heard of minus the next offset its agent reads (Faust's monitor: the last offset read
   into a stream; before any read, the consumer's position);
 - reducer delay: wall clock minus the event time the reducer's pipeline has reached (only the
@@ -187,7 +188,8 @@ def install(app: faust.App, driver: Driver, health: WorkerHealth) -> None:
     @app.timer(health.interval_s)
     async def publish_health() -> None:
         consumer = app.consumer
-        assigned = consumer.assignment()
+        ours = {t.get_topic_name() for t in driver.topics.values()}  # not Faust's own topics
+        assigned = [tp for tp in consumer.assignment() if tp.topic in ours]
         read = app.monitor.tp_read_offsets
         end, position = {}, {}
         for tp in assigned:
