@@ -7,7 +7,10 @@ n-gram is *born* the first time it is seen after the warm-up (``warmup_s`` and `
 anything seen during the warm-up, or within the last ``memory_s``, is old). It bursts when,
 within ``max_age_s`` of its birth, at least ``min_adopters`` distinct agents used it, at a growth
 rate of at least ``min_rate_per_h`` adopters an hour since birth, in at least ``min_text_share``
-of all texts since its birth (a common phrase of a busy hour is not a burst). Whether the
+of all texts since its birth (a common phrase of a busy hour is not a burst), in at least
+``min_threads`` threads (a phrase repeated inside one hot thread is that thread's business, as
+for the surge detector: on the real-text background, resampled real threads whose bots all
+answer "TIL too, thanks" raised 2 to 5 such bursts a seed without this bar). Whether the
 adopters paste near-identical texts or weave the phrase into varied posts of their own, it is
 the same burst (issue 10 item 7); the surge detector says separately whether a campaign is
 coordinated. All n-grams of one burst (sharing a word that is not a stop-word, or most of their
@@ -62,6 +65,7 @@ STOP_WORDS = frozenset(ENGLISH_STOP_WORDS)
 class BurstConfig:
     n: int = 3
     min_adopters: int = 12
+    min_threads: int = 5
     min_rate_per_h: float = 6.0
     max_age_s: float = 3 * 3600.0
     quiet_s: float = 1800.0
@@ -85,6 +89,7 @@ class _Young:
     uses: int = 0
     adopters: dict[str, float] = field(default_factory=dict)
     posts: list[str] = field(default_factory=list)
+    threads: set[str] = field(default_factory=set)
 
 
 def _post_id(item: Item) -> str:
@@ -103,9 +108,9 @@ class BurstDetector:
         self._seen: deque[tuple[int, set[int]]] = deque()
         # (generation index, n-gram -> record of its only adopter's text), newest last
         self._single: deque[tuple[int, dict[int, int]]] = deque()
-        # (t, author, post id, texts before it) of the texts that gave birth to n-grams, in
+        # (t, author, post id, texts before it, thread) of the texts that gave birth to n-grams, in
         # order; a record's number is its position plus the number of records dropped
-        self._records: deque[tuple[float, str | None, str, int]] = deque()
+        self._records: deque[tuple[float, str | None, str, int, str]] = deque()
         self._record_base = 0
         self._young: dict[int, _Young] = {}
         self._young_due: list[tuple[float, int]] = []  # heap: (when to re-check, n-gram)
@@ -145,7 +150,8 @@ class BurstDetector:
             ygen = int(t // self._young_gen_s)
             if not self._single or self._single[-1][0] < ygen:
                 self._single.append((ygen, {}))
-            self._records.append((t, author, _post_id(item), self._texts - 1))
+            self._records.append((t, author, _post_id(item), self._texts - 1,
+                                  item.event.post_id))
             self._single[-1][1].update(dict.fromkeys(new, self._record_base
                                                      + len(self._records) - 1))
 
@@ -161,6 +167,7 @@ class BurstDetector:
                     and len(y.adopters) < cfg.max_adopters:
                 y.adopters[author] = t
                 y.posts.append(_post_id(item))
+                y.threads.add(item.event.post_id)
         for _, singles in self._single:
             for g in singles.keys() & grams:
                 if self._promote(g, singles[g], item, ids):
@@ -172,7 +179,7 @@ class BurstDetector:
         i = rec - self._record_base
         if i < 0:
             return True  # its record is older than max_age_s: no longer young
-        born, first, post, texts_before = self._records[i]
+        born, first, post, texts_before, thread = self._records[i]
         author = item.author
         if item.t - born > self.cfg.max_age_s:
             return True
@@ -185,7 +192,8 @@ class BurstDetector:
         phrase = " ".join(words)
         adopters = {first: born} if first is not None else {}
         adopters[author] = item.t
-        self._young[g] = _Young(phrase, born, texts_before, 2, adopters, [post, _post_id(item)])
+        self._young[g] = _Young(phrase, born, texts_before, 2, adopters, [post, _post_id(item)],
+                                {thread, item.event.post_id})
         heapq.heappush(self._young_due, (born + self.cfg.max_age_s, g))
         self._dirty.add(g)
         return True
@@ -226,7 +234,10 @@ class BurstDetector:
                 continue
             n = len(y.adopters)
             ongoing = g in self._reported
-            need = cfg.min_adopters * (0.5 if ongoing else 1.0)
+            scale = 0.5 if ongoing else 1.0
+            need = cfg.min_adopters * scale
+            if len(y.threads) < cfg.min_threads * scale:
+                continue  # a phrase repeated within a thread or two is those threads' business
             rate = n / max((now - y.born) / 3600.0, 1 / 60)
             share = y.uses / max(self._texts - y.texts_at_birth, 1)
             if n >= need and (ongoing or (rate >= cfg.min_rate_per_h
@@ -255,7 +266,7 @@ class BurstDetector:
         severity: Severity = "critical" if n >= 4 * self.cfg.min_adopters else "warning"
         g = y.phrase
         evidence = {"ngram": g, "related_ngrams": related[:20], "born_at": y.born,
-                    "adopters": n, "uses": y.uses,
+                    "adopters": n, "threads": len(y.threads), "uses": y.uses,
                     "text_share": round(y.uses / max(self._texts - y.texts_at_birth, 1), 4),
                     "growth_rate_per_h": round(n / hours, 2),
                     "seconds_to_min_adopters": None if t_min is None else round(t_min - y.born),

@@ -21,17 +21,17 @@ def chatter(rng: random.Random) -> str:
     return " ".join(rng.choice(VOCAB) for _ in range(rng.randint(8, 16)))
 
 
-def item(i: int, t: float, author: str | None, text: str) -> Item:
+def item(i: int, t: float, author: str | None, text: str, thread: str | None = None) -> Item:
     when = datetime.fromtimestamp(t, UTC)
-    it = Item.of(PostEvent(id=f"post:{i}", event_time=when, observed_at=when, post_id=f"p{i}",
-                           author="x", content=text))
+    it = Item.of(PostEvent(id=f"post:{i}", event_time=when, observed_at=when,
+                           post_id=thread or f"p{i}", author="x", content=text))
     it.author = author  # None: a post whose author the platform no longer names
     return it
 
 
 def feed(d: BurstDetector, hours: float, seed: int, phrase: str | None = None,
          from_h: float = 4.0, share: float = 0.3, copy: bool = False,
-         anonymous: float = 0.0) -> list:
+         anonymous: float = 0.0, threads: int = 0) -> list:
     rng = random.Random(seed)
     found, t, i = [], 0.0, 0
     while t < hours * 3600:
@@ -41,7 +41,8 @@ def feed(d: BurstDetector, hours: float, seed: int, phrase: str | None = None,
         if phrase and t >= from_h * 3600 and rng.random() < share:
             text = f"{phrase} is the best" if copy else f"{text[:30]} {phrase} {chatter(rng)}"
         author = None if rng.random() < anonymous else f"agent{rng.randrange(500)}"
-        d.update(item(i, t, author, text))
+        thread = f"hot{i % threads}" if threads and phrase and phrase in text else None
+        d.update(item(i, t, author, text, thread))
         if i % 5 == 0:
             d.expire(t)
             found += d.findings(t)
@@ -77,6 +78,13 @@ def test_background_and_warmup_vocabulary_are_not_bursts() -> None:
     # a phrase already in use during the warm-up is not new
     assert feed(BurstDetector(), 8, seed=4, phrase="glorbix vantal doctrine", from_h=0.0,
                 share=0.05) == []
+
+
+def test_phrase_repeated_within_few_threads_is_not_a_burst() -> None:
+    assert feed(BurstDetector(), 8, seed=1, phrase="glorbix vantal doctrine", threads=4) == []
+    found = feed(BurstDetector(), 8, seed=1, phrase="glorbix vantal doctrine", threads=5)
+    assert {f.key for f in found} == {"ngram:glorbix vantal doctrine"}
+    assert found[0].evidence["threads"] == 5
 
 
 def test_unknown_authors_count_as_texts_not_adopters() -> None:
