@@ -64,18 +64,20 @@ from service.delivery.alertmanager import (
     payload,
     sign,
 )
-from service.delivery.egress import EgressPolicy, UrlRefused, UrlUnresolved
+from service.delivery.egress import EgressPolicy, UrlRefused, UrlUnresolved, parse_allow
 from service.delivery.webhooks import WebhookRegistry
 
 log = logging.getLogger(__name__)
 
 
-def _entries(value: Any) -> Any:
-    """A setting given as text: a JSON list, or comma-separated entries."""
+def _allow_list(value: Any) -> Any:
+    """The allow-list given as text (a JSON list, or comma-separated entries), checked."""
     if isinstance(value, str):
         value = value.strip()
-        return json.loads(value) if value.startswith("[") else [
+        value = json.loads(value) if value.startswith("[") else [
             v.strip() for v in value.split(",") if v.strip()]
+    if isinstance(value, list | tuple):
+        parse_allow(str(v) for v in value)
     return value
 
 
@@ -92,7 +94,7 @@ class DispatcherConfig:
     receiver: str = "moltscope"
     external_url: str = ""
     #: Non-public webhook destinations allowed anyway: ``host:port`` or CIDR (egress.py)
-    allow_urls: Annotated[tuple[str, ...], BeforeValidator(_entries)] = ()
+    allow_urls: Annotated[tuple[str, ...], BeforeValidator(_allow_list)] = ()
 
 
 # One transition into a webhook's pending group, atomically. KEYS: the incident's "announced"

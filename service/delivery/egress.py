@@ -71,11 +71,34 @@ def _split(entry: str) -> tuple[str, int] | None:
     return host.strip("[]").lower(), int(port)
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_allow(entries: Iterable[str]) -> tuple[set[tuple[str, int]], list[Network]]:
+    """The allow-list as (host, port) pairs and CIDR blocks; a bad entry is a ValueError
+    naming it (so a wrong setting fails at start-up, not at the first webhook)."""
+    named: set[tuple[str, int]] = set()
+    networks: list[Network] = []
+    for entry in entries:
+        hp = _split(entry)
+        if hp is not None:
+            named.add(hp)
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry.strip(), strict=False))
+        except ValueError as exc:
+            raise ValueError(f"{SETTING}: {entry!r} is neither host:port nor a CIDR "
+                             "block") from exc
+    return named, networks
+
+
 @dataclass(frozen=True)
 class EgressPolicy:
     allow: tuple[str, ...] = ()
     own_ports: frozenset[int] = frozenset()
     resolve: Callable[[str, int], list[str]] = field(default=resolve, compare=False)
+    _allowed: set[tuple[str, int]] = field(init=False, repr=False, compare=False)
+    _networks: list[Network] = field(init=False, repr=False, compare=False)
 
     @classmethod
     def for_settings(cls, settings: object) -> EgressPolicy:
@@ -90,13 +113,10 @@ class EgressPolicy:
                 ports.add(port)
         return cls(allow=tuple(s.delivery.allow_urls), own_ports=frozenset(ports))  # type: ignore[attr-defined]
 
-    def _named(self, host: str, port: int) -> bool:
-        return (host.lower(), port) in {hp for hp in map(_split, self.allow) if hp}
-
-    def _networks(self) -> Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-        for entry in self.allow:
-            if _split(entry) is None:
-                yield ipaddress.ip_network(entry.strip(), strict=False)
+    def __post_init__(self) -> None:
+        named, networks = parse_allow(self.allow)
+        object.__setattr__(self, "_allowed", named)
+        object.__setattr__(self, "_networks", networks)
 
     def check(self, url: str) -> list[str]:
         """The addresses ``url`` may be delivered to; raises :class:`UrlRefused` (permanent)
@@ -112,18 +132,18 @@ class EgressPolicy:
         addresses = self.resolve(host, port)
         if not addresses:
             raise UrlUnresolved(f"{host} resolves to no address")
-        if self._named(host, port):
+        if (host.lower(), port) in self._allowed:
             return addresses
-        networks = list(self._networks())
         for a in addresses:
             ip = ipaddress.ip_address(a.split("%", 1)[0])
-            if self._named(a, port):
+            if (a, port) in self._allowed:
                 continue
             if port in self.own_ports and (_kind(ip) is not None or ip in _local_addresses()):
                 raise UrlRefused(f"port {port} of {a} is one of this service's own ports: name "
                                  f"{host}:{port} in {SETTING} to allow it")
             kind = _kind(ip)
-            if kind is not None and not any(ip in n for n in networks if n.version == ip.version):
+            if kind is not None and not any(ip in n for n in self._networks
+                                            if n.version == ip.version):
                 what = a if a == host else f"{host} resolves to {a}, which"
                 raise UrlRefused(f"{what} is a {kind} address: name it in {SETTING} to allow it")
         return addresses

@@ -110,3 +110,12 @@ def test_oversized_bodies_are_refused_413_declared_or_streamed(client: TestClien
 def test_body_limit_is_a_setting() -> None:
     assert Settings().api_max_body_bytes == 64 * 1024
     assert DispatcherConfig().allow_urls == ()
+
+
+def test_a_bad_allow_list_entry_fails_at_start_up_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MOLTSCOPE_DELIVERY__ALLOW_URLS", '["10.0.0.0/8", "hooks.corp"]')
+    with pytest.raises(ValueError, match="'hooks.corp' is neither host:port nor a CIDR"):
+        Settings()
+    with pytest.raises(ValueError, match="neither"):
+        EgressPolicy(allow=("10.0.0.300/8",))
