@@ -12,6 +12,7 @@ import redis
 
 from service.config import Settings
 from service.delivery.desk import AlertDesk
+from service.delivery.egress import EgressPolicy
 from service.health_metrics import HealthStore
 from service.stores.agents import AgentStore
 from service.stores.metrics import MetricStore
@@ -46,7 +47,8 @@ def collaborators(settings: Settings, config: DriverConfig,
     return Collaborators(
         metrics=MetricStore(client, prefix=prefix, series_points=s.series_points),
         agents=AgentStore(client, prefix),
-        alerts=AlertDesk(client, prefix, s.delivery, owner=f"{os.getpid()}@{os.uname().nodename}"),
+        alerts=AlertDesk(client, prefix, s.delivery, owner=f"{os.getpid()}@{os.uname().nodename}",
+                         policy=EgressPolicy.for_settings(s)),
         checkpoints=ReducerCheckpoint(client, prefix, state_version(config.pipeline)),
         topics=KafkaTopicReader(s.kafka_bootstrap, prefix),
         embedder=partial(Embedder, cache=cache, batch_size=s.society.embed_batch))
