@@ -54,6 +54,7 @@ from streams.state.base import Snapshot
 
 #: Seconds of wall time without events after which event time advances with the wall clock.
 IDLE_AFTER_S = 10.0
+
 _ROOT = Path(__file__).resolve().parent.parent
 #: The code a checkpointed state is made of: the engines, the detectors, the pipeline that
 #: composes them, what they hold (events, texts) and the reducer's buffer of forwarded events
@@ -61,6 +62,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 ENGINE_SOURCES = ("streams/state/*.py", "streams/pipeline.py", "streams/text.py",
                   "streams/events.py", "streams/order.py", "streams/messages.py",
                   "detectors/*.py")
+
 
 def state_version(config: object) -> str:
     """What a checkpoint must match: a hash of the engines' code and of the pipeline's
