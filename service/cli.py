@@ -7,6 +7,7 @@ Every command reads its settings from ``MOLTSCOPE_*`` environment variables (see
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
@@ -125,9 +126,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         records += n
         bar.set_postfix_str(f"{records:,} records", refresh=False)
 
-    result = replay(_archive_items(args.paths, None, "replay", bar),
-                    Pipeline(settings.pipeline()), embedder=embedder,
-                    batch=settings.society.embed_batch, progress=replayed)
+    # a finished archive: the report carries the paper's batch n-gram rule beside the live one
+    config = dataclasses.replace(settings.pipeline(), ngram_batch=True)
+    result = replay(_archive_items(args.paths, None, "replay", bar), Pipeline(config),
+                    embedder=embedder, batch=settings.society.embed_batch, progress=replayed,
+                    allowed_lateness_s=settings.allowed_lateness_s)
     report = result.report()
     report["input"]["paths"] = args.paths
     Path(args.report).write_text(json.dumps(report, indent=1, default=str))
