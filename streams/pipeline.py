@@ -54,10 +54,13 @@ class PipelineConfig:
 
     embed: embed posts (the semantic metrics need it); embed_comments: also embed comments
     (they then feed the semantic-shift detector, never the paper's post centroid);
-    window: the semantic window (day, as published, or hour); verbatim_threshold: posts whose
-    exact text was seen this many times are excluded from the lexical and semantic metrics
-    (the paper's 1,000); ngram_grace_days: the live death rule's grace period; ngram_batch:
-    also keep the paper's batch rule for a finished archive (replay: its table is not bounded);
+    window: the semantic window (day, as published, or hour); matrix_windows: the centroid
+    and pairwise similarity matrices cover the latest this many windows (None: all, as a
+    replay report does; live, the snapshot written every second is kept small);
+    verbatim_threshold: posts whose exact text was seen this many times are excluded from the
+    lexical and semantic metrics (the paper's 1,000); ngram_grace_days: the live death rule's
+    grace period; ngram_batch: also keep the paper's batch rule for a finished archive
+    (replay: its table is not bounded);
     threads_local: keep thread state here (replay); live, each ingest partition keeps it and
     the reducer sums their partials (:meth:`Pipeline.absorb_threads`);
     tick: how much event time passes between two ``advance`` evaluations (replay; the live
@@ -67,6 +70,7 @@ class PipelineConfig:
     embed: bool = True
     embed_comments: bool = False
     window: Window = "day"
+    matrix_windows: int | None = None
     knn_k: int = 10
     verbatim_threshold: int = 1000
     verbatim_enabled: bool = True
@@ -87,7 +91,7 @@ class Pipeline:
         self.config = cfg = config or PipelineConfig()
         self.activity = ActivityState()
         self.verbatim = VerbatimFilter(cfg.verbatim_threshold, enabled=cfg.verbatim_enabled)
-        self.centroid = CentroidState(cfg.window)
+        self.centroid = CentroidState(cfg.window, matrix_windows=cfg.matrix_windows)
         self.knn = KnnState(k=cfg.knn_k, window=cfg.window)
         self.ngrams = NgramTracker(grace_days=cfg.ngram_grace_days, batch=cfg.ngram_batch)
         self.influence = InfluenceEngine(cfg.influence)
@@ -143,6 +147,8 @@ class Pipeline:
     def close(self) -> list[Alert]:
         """End of a replay: final evaluation, then resolve what is still open."""
         out = self.advance(force=True)
+        if self.latest is not None:  # open days' and the cumulative PageRank exact at the end
+            self.influence.refresh(self.latest, full=True)
         if self.detectors is not None and self.latest is not None:
             out += self.detectors.close(self.latest)
         return out

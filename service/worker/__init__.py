@@ -4,6 +4,7 @@ embedder with its Redis cache). ``moltscope worker`` runs :func:`build`'s app.""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from functools import partial
 
@@ -22,6 +23,7 @@ from service.worker.health import WorkerHealth, install, instrument
 from service.worker.topics import KafkaTopicReader
 from streams.app import Collaborators, Driver, DriverConfig, create_app
 from streams.embedding import Embedder
+from streams.pipeline import PipelineConfig
 from streams.reducer import state_version
 
 
@@ -29,7 +31,7 @@ def driver_config(settings: Settings) -> DriverConfig:
     s = settings
     return DriverConfig(
         topic_prefix=s.topic_prefix, kafka_url=s.kafka_url, partitions=s.partitions,
-        pipeline=s.pipeline(threads_local=False), data_dir=s.embedded.data_dir,
+        pipeline=live_pipeline(s), data_dir=s.embedded.data_dir,
         dedup_capacity=s.dedup_capacity, embed_batch=s.society.embed_batch,
         embed_wait_s=s.society.embed_wait_s, snapshot_interval_s=s.snapshot_interval_s,
         checkpoint_interval_s=s.checkpoint_interval_s, agents_interval_s=s.agents_interval_s,
@@ -38,6 +40,12 @@ def driver_config(settings: Settings) -> DriverConfig:
         broker_heartbeat_interval_s=s.broker_heartbeat_interval_s,
         allowed_lateness_s=s.allowed_lateness_s, idle_partition_s=s.idle_partition_s,
         idle_after_s=s.idle_after_s)
+
+
+def live_pipeline(settings: Settings) -> PipelineConfig:
+    """The reducer's engines: threads come from the ingest partitions' partials, and the
+    similarity matrices of the snapshot written every second cover the latest 90 days."""
+    return dataclasses.replace(settings.pipeline(threads_local=False), matrix_windows=90)
 
 
 def collaborators(settings: Settings, config: DriverConfig,

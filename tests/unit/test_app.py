@@ -22,7 +22,7 @@ import pytest
 import streams.reducer
 from service.config import Settings
 from service.stores.reducer_checkpoint import ReducerCheckpoint
-from service.worker import build, driver_config
+from service.worker import build, driver_config, live_pipeline
 from streams.app import Collaborators, Driver, create_app
 from streams.events import CommentEvent, PostEvent
 from streams.messages import Forwarded, decode_society, encode_society, encode_threads
@@ -242,8 +242,8 @@ def test_worker_wires_its_collaborators_from_the_settings() -> None:
     s = settings(checkpoint_interval_s=42.0, partitions=3)
     app, driver = build(s)
     assert driver.config.partitions == 3 and driver.config.checkpoint_interval_s == 42.0
-    assert driver.config.pipeline == s.pipeline(threads_local=False)
-    assert driver.io.checkpoints.version == state_version(s.pipeline(threads_local=False))
+    assert driver.config.pipeline == live_pipeline(s)
+    assert driver.io.checkpoints.version == state_version(live_pipeline(s))
     assert driver.io.checkpoints.key == "unit:reducer:checkpoint"
 
 
