@@ -14,7 +14,8 @@ checks each delivery's HMAC signature and records its arrival wall time.
 
 "Detectable" is defined offline: the simulated society is first fed through
 ``streams.pipeline.Pipeline`` (same settings as the worker's, de-duplicated as ingest does),
-forcing a detector evaluation after every event; the triggering event of a scenario is the one
+advanced after every event as the reducer and the replay do (detectors evaluate once per
+``tick`` of event time); the triggering event of a scenario is the one
 after which its detector first fires the incident matching the planted label. Live, the head
 of the society (up to ``--lead`` seconds of paced publishing before the first trigger) is
 published at once and absorbed; the webhook is registered; then the rest is published through
@@ -23,13 +24,15 @@ send time is the start of the clock. The clock stops when the webhook receiver g
 Alertmanager alert with the same type and key.
 
 Hops (worker clocks, same machine): ``eval`` = the reducer's snapshot whose latest event time
-equals the firing alert's ``startsAt`` (the snapshot timer evaluates the detectors, sends the
-transitions, then writes this snapshot: an upper bound of the evaluation time); ``submit`` = the
+equals the firing alert's ``startsAt`` (the reducer evaluates the detectors as it applies
+events behind its watermark; the snapshot timer sends the transitions, then writes this
+snapshot: an upper bound of the evaluation time); ``submit`` = the
 alert consumed from the alerts topic and queued by the dispatcher (group due time minus
 ``group_wait_s``, polled from Redis); ``flush`` = the group turned into a signed message
 (``dq:last``); ``post`` = arrival at the receiver. ``over`` = how much later (wall) than the
-trigger the newest event included in the firing evaluation was sent: evaluations happen on a
-wall-clock timer, so the firing one has already seen events after the trigger.
+trigger the newest event included in the firing evaluation was sent: the watermark releases
+an event once every active partition has passed it, so the firing evaluation may have seen
+events sent after the trigger.
 
 Variants, side by side on the same seeds: ``default`` is the stack as shipped; ``faust`` is
 the default with Faust's own Kafka fetch wait (1500 ms: Tansu answers a parked fetch late, so
@@ -39,14 +42,13 @@ every wait on the path (``--tuned-*``): the fetch wait, ingest's batch wait
 (``snapshot_interval_s``) and the dispatcher's ``group_wait_s``. All are settings
 (``MOLTSCOPE_KAFKA_FETCH_WAIT_MS``, ``MOLTSCOPE_DELIVERY__GROUP_WAIT_S``, ...).
 
-Speed-up caveat: the live reducer evaluates once per ``snapshot_interval_s`` of wall time, i.e.
-every ``speed x snapshot_interval_s`` of event time. Detectors that sample on evaluation (the
-super-node detector takes a PageRank snapshot at most every ``sample_interval_s`` = 300 s) see
-a coarser series than offline once that exceeds their step: keep ``--speed`` under ~300 for
-``--all`` with the default interval (at 600x the default stack missed the super-node).
+The live reducer evaluates per tick of event time, as the replay does, so any ``--speed``
+raises the offline alerts. The watermark (``allowed_lateness_s``, ``idle_partition_s``) adds
+to the latency: ``bench/bench_watermark.py`` measures that hop alone.
 
-Measured (2 cores, surge, 120x, no model): with Faust's 1500 ms fetch wait (the ``faust``
-variant, the shipped default before ``kafka_fetch_wait_ms``) 2.6-4.3 s over seeds 0-3 (median
+Measured before the watermark, when the reducer evaluated on a wall-clock timer (2 cores,
+surge, 120x, no model): with Faust's 1500 ms fetch wait (the ``faust`` variant, the shipped
+default before ``kafka_fetch_wait_ms``) 2.6-4.3 s over seeds 0-3 (median
 ~3.4-4 s: ~2.3 s to the firing evaluation = two topic hops + ingest batch wait + timer phase,
 ~0.6 s over the alerts topic, ~1.1 s group wait + dispatch poll, ~0.02 s POST); ``default``
 (100 ms) 2.5-2.6 s over seeds 0-1, the alerts hop down to 0.06 s; tuned 0.57-0.90 s.
@@ -179,7 +181,7 @@ def offline_triggers(events: list[Event], labels: list[Label], settings: Setting
     for i, ev in enumerate(events):
         if dedup.admit(ev.id):
             pipeline.update(ev, vectors.get(ev.id))
-            for alert in pipeline.advance(ev.event_time, force=True):
+            for alert in pipeline.advance():
                 if alert.state != "firing":
                     continue
                 for label in labels:
