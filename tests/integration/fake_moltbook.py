@@ -113,7 +113,10 @@ class FakeMoltbook:
         self.paging = paging
         self.initial, self.release_every, self.reveal_ticks = initial, release_every, reveal_ticks
         self.faults = faults or Faults()
+        # one draw a request for the faults, paging draws apart: the n-th request's fault
+        # depends on the seed alone, not on how many list pages came before it
         self._rng = random.Random(seed)
+        self._paging_rng = random.Random(f"{seed}:paging")
         self._lock = threading.Lock()
         self.tick = 0
         self.log: list[Logged] = []
@@ -232,7 +235,7 @@ class FakeMoltbook:
     def _page(self, query: dict[str, str], tick: int) -> dict[str, Any]:
         limit = int(query.get("limit", "25"))
         vis = self.visible(tick)
-        rng = self._rng
+        rng = self._paging_rng
         form = self.paging
         if form == "mixed":
             form = ("cursor" if "cursor" in query else "offset" if "offset" in query
