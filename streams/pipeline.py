@@ -147,8 +147,9 @@ class Pipeline:
     def close(self) -> list[Alert]:
         """End of a replay: final evaluation, then resolve what is still open."""
         out = self.advance(force=True)
-        if self.latest is not None:  # open days' and the cumulative PageRank exact at the end
-            self.influence.refresh(self.latest, full=True)
+        if self.latest is not None:  # the end of an archive: the published figures exact
+            self.influence.refresh(self.latest, full=True)  # open days' and cumulative PageRank
+            self.cascades.analyse(full=True)  # every exposure against the final graph
         if self.detectors is not None and self.latest is not None:
             out += self.detectors.close(self.latest)
         return out

@@ -31,8 +31,11 @@ it (:func:`streams.text.ngram_text`), and its earlier adoptions move to the casc
 merge rewrites the stores, so the buffer grows to a quarter of the cascades' store (at most 16
 x ``flush_every`` pairs) before one: the rewrite costs O(1) a pair.
 
-Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, at least
-``analysis_min_texts`` texts apart), bounded per run: the power-law fit only when the sizes
+Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, once the texts
+since the last analysis reach ``analysis_min_texts`` or the number the last one covered,
+whichever is fewer: a short stream is analysed at 1, 2, 4, ... texts, so its latest analysis
+covers at least half of them, at a total cost bounded by twice the last one's), bounded per
+run: the power-law fit only when the sizes
 changed, over at most ``max_xmin_candidates`` xmin values (all of them up to that many
 distinct sizes, the exact CSN search; else evenly spaced among the distinct sizes); exposures
 recomputed only for cascades that gained adopters since their last computation, largest first,
@@ -40,8 +43,10 @@ until ``exposure_budget`` adopters were visited; the rest keep their last figure
 (``exposure_stale_cascades`` says how many). Exposures are vectorised over the graph's
 cumulative edge arrays (:meth:`InteractionGraph.arrays`, indexed by source once per analysis).
 ``analyse(full=True)`` recomputes every exposure against the graph as it stands: the paper's
-static-graph computation (replay's last report). Each cascade's exposures cost O(its adopters'
-out-edges), not O(graph). A snapshot before the first analysis runs one.
+static-graph computation (replay's last report, :meth:`streams.pipeline.Pipeline.close`).
+Each cascade's exposures cost O(its adopters' out-edges), not O(graph). ``snapshot`` has no
+side effect: what it reports depends on the events and on event time only, so the live
+reducer, which snapshots every second, and a replay agree.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
 adopter count, last adoption) plus 24 bytes per adoption (key, id, time) in the store, and the
@@ -601,8 +606,8 @@ class CascadeEngine:
         """Drive the periodic analysis (event time)."""
         if self._due is None:
             self._due = now + self._every
-        elif (now >= self._due and self.texts_total - self._texts_at_analysis
-              >= self.config.analysis_min_texts):
+        elif now >= self._due and self.texts_total - self._texts_at_analysis >= max(1, min(
+                self.config.analysis_min_texts, self._texts_at_analysis)):
             self.analyse()
             self._due = now + self._every
 
@@ -768,8 +773,6 @@ class CascadeEngine:
                           "exposure_cascades": len(largest), "exposure_stale_cascades": stale}
 
     def snapshot(self) -> Snapshot:
-        if not self._analysis and self.texts_total:
-            self.analyse()  # a short stream never reached the period: analyse it once
         _, size_arr = self._cascades()
         sizes = size_arr.tolist()
         samples = [

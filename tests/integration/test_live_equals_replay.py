@@ -30,15 +30,13 @@ from streams.events import DeadLetter, Event
 from streams.pipeline import Pipeline
 from streams.replay import replay
 from tests.integration.test_spine import items_of, keyed, live, wait_for
-from tests.unit.test_reducer import SNAPSHOT_DEPENDENT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-#: Samples known to differ for reasons outside the reducer, each reported to its engine:
-#: the cascade fit depends on when snapshots are taken (tests/unit/test_reducer.py), and a
-#: post's "uncommented after 24 h" verdict is judged live by its own partition's latest event
-#: time, offline by the whole stream's (docs/architecture.md, Known limits).
-KNOWN = SNAPSHOT_DEPENDENT | {"threads_uncommented_ratio"}
+#: Samples known to differ for a reason outside the reducer: a post's "uncommented after 24 h"
+#: verdict is judged live by its own partition's latest event time, offline by the whole
+#: stream's (docs/architecture.md, Known limits).
+KNOWN = {"threads_uncommented_ratio"}
 
 
 def planted() -> list[Event]:

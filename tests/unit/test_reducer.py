@@ -222,15 +222,7 @@ def test_interleaved_partitions_give_the_replay_figures_and_alerts(partitions: i
     want_samples = {(x.name, x.labels): x.value for x in offline.pipeline.snapshot().samples}
     differ = {k[0] for k in got.keys() | want_samples.keys()
               if got.get(k) != want_samples.get(k)}
-    assert differ <= SNAPSHOT_DEPENDENT
-
-
-#: Samples that depend on WHEN snapshots are taken, not on the events: ``CascadeEngine.snapshot``
-#: runs the analysis on its first call if the periodic one (``analysis_min_texts``) never ran,
-#: so a live reducer publishing every second fits early sizes and the replay the final ones.
-#: An engine issue (streams/state/cascades.py), reported; empty this set once it is fixed.
-SNAPSHOT_DEPENDENT = {"cascade_alpha", "cascade_alpha_stderr", "cascade_xmin",
-                      "cascade_adoption_rate"}
+    assert differ == set()
 
 
 def test_restored_partition_equals_the_live_one() -> None:
