@@ -102,9 +102,10 @@ class Item:
         from streams.events import CommentEvent, PostEvent
         from streams.text import Text
 
-        text = Text.of(event.text) if isinstance(event, PostEvent | CommentEvent) else None
-        return cls(event, event.event_time.timestamp(), getattr(event, "author", None), text,
-                   vector)
+        t = event.event_time.timestamp()
+        if isinstance(event, PostEvent | CommentEvent):
+            return cls(event, t, event.author, Text.of(event.text), vector)
+        return cls(event, t, None, None, vector)  # (a pydantic attribute miss is slow)
 
 
 class Engine(Protocol):
