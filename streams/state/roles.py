@@ -21,9 +21,14 @@ bounded:
   so by Hoeffding an agent's estimate is within sqrt(ln(2/0.05) / (2k)) = 0.17 of the exact
   normalised value with 95 % probability (k = 64; typically far closer: tests);
 - clustering: exact per (sampled) agent from neighbour-set intersections, O(deg^2) an agent;
-- k-means on the (sampled) agents, silhouette on at most ``silhouette_sample`` of them.
+- k-means on the (sampled) agents, silhouette on at most ``silhouette_sample`` of them, both
+  on one thread (``threadpool_limits(1)``): the reducer owns one core, and scikit-learn's
+  OpenMP Lloyd loop on a shared 2-core machine spent most of a run waiting on its threads
+  (a real-text graph's 24 k-means fits on 10,000 agents: ~5 s threaded, ~0.3 s on one).
 
-Run cost: about 8 s on a peak day's cumulative graph (89k agents, 460k pairs), so about 8 us
+Run cost: about 1 s on a real-text cumulative graph of 69k agents and 158k pairs (0.5 s
+features, 0.4 s clustering); earlier measured 8 s on a peak day (89k agents, 460k pairs),
+threaded, so at most about 8 us
 an event at a million events a day; state kept between runs: the last result and one role
 label per clustered agent.
 
@@ -46,6 +51,7 @@ import scipy.sparse as sp
 from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
 
 from streams.events import CommentEvent
 from streams.state.base import Item, Sample, Snapshot
@@ -181,8 +187,13 @@ def role_features(source: InteractionGraph | Mapping[Pair, int],
 
 
 def cluster_roles(x: np.ndarray, config: RolesConfig | None = None) -> dict[str, Any] | None:
-    """Standardise, k-means for each k, pick by silhouette. None if too few distinct agents."""
-    cfg = config or RolesConfig()
+    """Standardise, k-means for each k, pick by silhouette. None if too few distinct agents.
+    Runs on one thread (see the module's docstring)."""
+    with threadpool_limits(limits=1):
+        return _cluster_roles(x, config or RolesConfig())
+
+
+def _cluster_roles(x: np.ndarray, cfg: RolesConfig) -> dict[str, Any] | None:
     z = StandardScaler().fit_transform(x)
     distinct = len(np.unique(z, axis=0))
     ks = [k for k in range(cfg.k_range[0], cfg.k_range[1] + 1) if k < distinct]
