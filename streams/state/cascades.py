@@ -22,14 +22,17 @@ n-gram ids by the rolling hash over the concatenated words (the values of
 :meth:`streams.text.Text.word_ngram_ids`; windows across two texts left out), the stop-word rule
 by cumulative sums of a stop mask; one sort of the pairs by a 64-bit key (the n-gram id's top
 38 bits, the agent's 26-bit index: grouped by n-gram, then agent; two n-grams sharing 38 bits
-are told apart by their full id, exactly), first use = the earliest time of each pair, one
-``searchsorted`` into each adoption store (sorted by the same key: the cascades' adoptions, and
-the other n-grams' adoptions) to keep the pairs never seen, one ``searchsorted`` into the
-n-gram table (sorted by id) to add them to each n-gram's distinct-adopter count. A cascade's
-readable words are taken, when it crosses ``min_adopters``, from a buffered text that adopted
-it (:func:`streams.text.ngram_text`), and its earlier adoptions move to the cascades' store. A
-merge rewrites the stores, so the buffer grows to a quarter of the cascades' store (at most 16
-x ``flush_every`` pairs) before one: the rewrite costs O(1) a pair.
+are told apart by their full id, exactly), first use = the earliest text of each pair (an
+adoption stores its text's index, 4 bytes; the texts' times are one table), one
+``searchsorted`` into each adoption store to keep the pairs never seen: the cascades' store is
+keyed by (cascade number, agent), exact (cascades are numbered when they cross and never
+evicted), the other n-grams' by the pairs' key; one ``searchsorted`` into the n-gram table
+(sorted by id) adds them to each n-gram's distinct-adopter count. A cascade's readable words
+are taken, when it crosses ``min_adopters``, from a buffered text that adopted it
+(:func:`streams.text.ngram_text`), and its earlier adoptions move to the cascades' store
+(found by binary searches of its key range: no pass over the store). A merge rewrites the
+stores, so the buffer grows to a quarter of the cascades' store (at most 16 x ``flush_every``
+pairs) before one: the rewrite costs O(1) a pair.
 
 Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, once the texts
 since the last analysis reach ``analysis_min_texts`` or the number the last one covered,
@@ -49,15 +52,17 @@ side effect: what it reports depends on the events and on event time only, so th
 reducer, which snapshots every second, and a replay agree.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
-adopter count, last adoption) plus 24 bytes per adoption (key, id, time) in the store, and the
-buffer (~10 bytes a buffered pair: word ids and the texts' word lists). When full, the
-n-grams that are not cascades with the fewest adopters (oldest first) are evicted down to
-``evict_to`` x ``max_tracked``, with their adoptions (a pass over the non-cascades' store
-only, which the table bounds); ``cascade_ngrams_evicted_total`` and
+adopter count, last adoption) plus 20 bytes per adoption of a non-cascade (key, id, text) in
+its store; 12 bytes per cascade adoption ((cascade number, agent) key, text); 8 bytes per text
+(its time); the buffer (~10 bytes a buffered pair: word ids and the texts' word lists). When
+full, the n-grams that are not cascades with the fewest adopters (oldest first) are evicted
+down to ``evict_to`` x ``max_tracked``, with their adoptions (a pass over the non-cascades'
+store only, which the table bounds); ``cascade_ngrams_evicted_total`` and
 ``cascade_evicted_adopters_max`` say what was lost: sizes are exact for every n-gram never
 evicted, and an evicted n-gram that comes back restarts with at most that many adopters
 missing. Cascades themselves are never evicted (their adoptions are the cascade): memory =
-table + total cascade size. Agents are indexed once (~100 bytes each, the society's size).
+table + 12 bytes x total cascade size + 8 bytes a text + the cascades' words. Agents are
+indexed once (~100 bytes each, the society's size).
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import PostEvent
@@ -93,8 +98,11 @@ STOP_IDS = np.unique(token_ids(sorted(STOP_WORDS)))
 AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption's key
 AGENT_MASK = np.uint64((1 << AGENT_BITS) - 1)
 PREFIX_MASK = ~AGENT_MASK
-BYTES_PER_NGRAM = 8 + 4 + 8
-BYTES_PER_ADOPTION = 8 + 8 + 8
+SHIFT = np.uint64(32)  # a cascade adoption's key: cascade number << 32 | agent
+BYTES_PER_NGRAM = 8 + 4 + 8  # id, adopters, last adoption
+BYTES_PER_ADOPTION = 8 + 8 + 4  # an n-gram's: key, id, text of first use
+BYTES_PER_CASCADE_ADOPTION = 8 + 4  # a cascade's: (cascade number, agent) key, text of first use
+BYTES_PER_TEXT = 8  # each text's time (first uses refer to their text)
 
 
 def kept_ngrams(text: Text, n_range: tuple[int, int] = (3, 5), max_stop_share: float = 0.5,
@@ -255,14 +263,15 @@ def _placed(column: np.ndarray, values: np.ndarray, at: np.ndarray, old: np.ndar
 
 
 class _Store:
-    """Adoptions sorted by key (n-gram id prefix | agent): key, n-gram id, first use."""
+    """Adoptions of the n-grams that are not cascades, sorted by key (n-gram id prefix |
+    agent): key, n-gram id, first use (index of the text in the engine's text times)."""
 
     __slots__ = ("sk", "sg", "st")
 
     def __init__(self) -> None:
         self.sk = np.empty(0, np.uint64)
         self.sg = np.empty(0, np.uint64)
-        self.st = np.empty(0, np.float64)
+        self.st = np.empty(0, np.uint32)
 
     def __len__(self) -> int:
         return len(self.sk)
@@ -288,15 +297,11 @@ class _Store:
                 j += 1
         return found, at
 
-    def earliest(self, at: np.ndarray, t: np.ndarray) -> None:
-        self.st[at] = np.minimum(self.st[at], t)
-
-    def add(self, k: np.ndarray, g: np.ndarray, t: np.ndarray,
-            pos: np.ndarray | None = None) -> None:
-        """Insert pairs (sorted by key, none present; ``pos``: their insertion points when
-        known, as :meth:`find` gives them)."""
+    def add(self, k: np.ndarray, g: np.ndarray, t: np.ndarray, pos: np.ndarray) -> None:
+        """Insert pairs (sorted by key, none present) at their insertion points ``pos`` (as
+        :meth:`find` gives them)."""
         if len(k):
-            at, old = _places(np.searchsorted(self.sk, k) if pos is None else pos, len(self.sk))
+            at, old = _places(pos, len(self.sk))
             self.sk = _placed(self.sk, k, at, old)
             self.sg = _placed(self.sg, g, at, old)
             self.st = _placed(self.st, t, at, old)
@@ -304,13 +309,61 @@ class _Store:
     def keep(self, mask: np.ndarray) -> None:
         self.sk, self.sg, self.st = self.sk[mask], self.sg[mask], self.st[mask]
 
+    def where(self, gids: np.ndarray) -> np.ndarray:
+        """Positions of the adoptions of the n-grams ``gids`` (O(their adoptions + log),
+        binary searches of their prefix ranges, no pass over the store)."""
+        prefix = np.unique(gids & PREFIX_MASK)  # n-grams sharing a prefix share a range
+        lo = np.searchsorted(self.sk, prefix)
+        counts = np.searchsorted(self.sk, prefix | AGENT_MASK, side="right") - lo
+        idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        return idx[_member(self.sg[idx], gids)]
+
     def of(self, gid: np.uint64) -> tuple[np.ndarray, np.ndarray]:
-        """(agent indices, first uses) of one n-gram's adoptions."""
+        """(agent indices, first-use texts) of one n-gram's adoptions."""
         prefix = gid & PREFIX_MASK
         lo = np.searchsorted(self.sk, prefix)
         hi = np.searchsorted(self.sk, prefix | AGENT_MASK, side="right")
         mine = self.sg[lo:hi] == gid
         return (self.sk[lo:hi][mine] & AGENT_MASK).astype(np.int64), self.st[lo:hi][mine]
+
+
+class _Cascades:
+    """Adoptions of the cascades, sorted by key (cascade number << 32 | agent; cascades are
+    numbered in order of crossing and never evicted, so the key is exact): key, first use
+    (text index). 12 bytes an adoption."""
+
+    __slots__ = ("bk", "bt")
+
+    def __init__(self) -> None:
+        self.bk = np.empty(0, np.uint64)
+        self.bt = np.empty(0, np.uint32)
+
+    def __len__(self) -> int:
+        return len(self.bk)
+
+    def nbytes(self) -> int:
+        return self.bk.nbytes + self.bt.nbytes
+
+    def find(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(found mask, position when found else insertion point) of sorted keys."""
+        pos = np.searchsorted(self.bk, k)
+        found = pos < len(self.bk)
+        found[found] = self.bk[pos[found]] == k[found]
+        return found, pos
+
+    def add(self, k: np.ndarray, t: np.ndarray) -> None:
+        """Insert keys (none present) with their first-use texts."""
+        if len(k):
+            order = np.argsort(k)
+            k, t = k[order], t[order]
+            at, old = _places(np.searchsorted(self.bk, k), len(self.bk))
+            self.bk = _placed(self.bk, k, at, old)
+            self.bt = _placed(self.bt, t, at, old)
+
+    def of(self, number: int) -> tuple[np.ndarray, np.ndarray]:
+        """(agent indices, first-use texts) of one cascade's adoptions."""
+        lo, hi = np.searchsorted(self.bk, np.array([number, number + 1], np.uint64) << SHIFT)
+        return (self.bk[lo:hi] & AGENT_MASK).astype(np.int64), self.bt[lo:hi]
 
 
 @dataclass(slots=True)
@@ -403,8 +456,12 @@ class CascadeEngine:
         self._size = np.empty(0, np.uint32)
         self._last = np.empty(0, np.float64)
         # adoptions: of cascades (never evicted) and of the other n-grams (evicted with them)
-        self._big = _Store()
+        self._big = _Cascades()
         self._small = _Store()
+        self._cids = np.empty(0, np.uint64)  # cascade ids, sorted, and their numbers
+        self._cnos = np.empty(0, np.uint64)
+        self._tt = np.empty(1024, np.float64)  # each buffered-and-merged text's time
+        self._ntt = 0
         # buffer: each text's word ids, agent, time and text (n-grams made at the flush)
         self._bw: list[np.ndarray] = []
         self._spans = cfg.n_range[1] - cfg.n_range[0] + 1
@@ -491,9 +548,14 @@ class CascadeEngine:
         where = np.concatenate(starts)
         text_of = tid[where]
         a = agents[text_of]
-        t = times[text_of]
         origin = (np.cumsum([len(p) for p in parts]), where, text_of,
                   np.concatenate(([0], np.cumsum(lens))), texts)
+        # first uses refer to their text: the texts' times appended to the table, the
+        # earliest text of a pair found by its rank in time order
+        base = self._append_times(times)
+        by_time = np.argsort(times, kind="stable")
+        rank = np.empty(len(times), np.int64)
+        rank[by_time] = np.arange(len(times))
         key = (g & PREFIX_MASK) | a
         order = np.argsort(key)
         ks, gs = key[order], g[order]
@@ -504,30 +566,75 @@ class CascadeEngine:
             same_key = ks[1:] == ks[:-1]
         first = np.flatnonzero(np.r_[True, ~same_key | (gs[1:] != gs[:-1])])
         ku, gu, src = ks[first], gs[first], order[first]
-        tu = np.minimum.reduceat(t[order], first)
-        # pairs already adopted: keep the earliest time
-        found_b, at_b = self._big.find(ku, gu)
-        self._big.earliest(at_b[found_b], tu[found_b])
-        rest = np.flatnonzero(~found_b)
+        earliest = by_time[np.minimum.reduceat(rank[text_of[order]], first)]
+        tu = times[earliest]
+        xu = (earliest + base).astype(np.uint32)
+        # pairs of the cascades: by (cascade number, agent), exact
+        ci = np.flatnonzero(_member(gu, self._cids)) if len(self._cids) else np.empty(0, np.int64)
+        bk = (self._cnos[np.searchsorted(self._cids, gu[ci])] << SHIFT) | (ku[ci] & AGENT_MASK)
+        ob = np.argsort(bk)
+        ci, bk = ci[ob], bk[ob]
+        found_b, at_b = self._big.find(bk)
+        self._earliest(self._big.bt, at_b[found_b], tu[ci[found_b]], xu[ci[found_b]])
+        # the other pairs: by (n-gram id prefix, agent), then id
+        rest = np.ones(len(ku), bool)
+        rest[ci] = False
+        rest = np.flatnonzero(rest)
         found_s, at_s = self._small.find(ku[rest], gu[rest])
-        self._small.earliest(at_s[found_s], tu[rest[found_s]])
-        new = rest[~found_s]
-        kn, gn, tn, srcn = ku[new], gu[new], tu[new], src[new]
-        self.adoptions_total += len(kn)
-        cascade, crossed = self._count(gn, tn, srcn, origin)
-        self._big.add(kn[cascade], gn[cascade], tn[cascade], at_b[new][cascade])
-        self._small.add(kn[~cascade], gn[~cascade], tn[~cascade], at_s[~found_s][~cascade])
-        if len(crossed):  # the earlier adoptions of new cascades join their store
+        self._earliest(self._small.st, at_s[found_s], tu[rest[found_s]], xu[rest[found_s]])
+        new = np.sort(np.concatenate((ci[~found_b], rest[~found_s])))
+        self.adoptions_total += len(new)
+        cascade, crossed = self._count(gu[new], tu[new], src[new], origin)
+        is_cascade = np.zeros(len(ku), bool)
+        is_cascade[new] = cascade
+        new_s, pos_s = rest[~found_s], at_s[~found_s]
+        stay = ~is_cascade[new_s]
+        self._small.add(ku[new_s[stay]], gu[new_s[stay]], xu[new_s[stay]], pos_s[stay])
+        if len(crossed):  # number the new cascades; their earlier adoptions join their store
+            at, old = _places(np.searchsorted(self._cids, crossed), len(self._cids))
+            self._cids = _placed(self._cids, crossed, at, old)
+            numbers = np.arange(len(self._cids) - len(crossed), len(self._cids), dtype=np.uint64)
+            self._cnos = _placed(self._cnos, numbers, at, old)
+        joining = np.concatenate((ci[~found_b], new_s[~stay]))
+        keys, firsts = [self._cascade_keys(gu[joining], ku[joining])], [xu[joining]]
+        if len(crossed):
             small = self._small
-            moving = _member(small.sg, crossed)
-            if moving.any():
-                self._big.add(small.sk[moving], small.sg[moving], small.st[moving])
-                small.keep(~moving)
+            moving = small.where(crossed)
+            if len(moving):
+                keys.append(self._cascade_keys(small.sg[moving], small.sk[moving]))
+                firsts.append(small.st[moving])
+                stay = np.ones(len(small), bool)
+                stay[moving] = False
+                small.keep(stay)
+        self._big.add(np.concatenate(keys), np.concatenate(firsts))
         if len(self._keys) > self.config.max_tracked:
             self._evict()
         # a merge rewrites the store (O(adoptions)): buffer a quarter of it first, up to 16
         # flush_every pairs (the buffered words: ~10 bytes a pair)
         self._flush_at = max(cfg.flush_every, min(len(self._big) // 4, 16 * cfg.flush_every))
+
+    def _append_times(self, times: np.ndarray) -> int:
+        """Append texts' times to the table (capacity doubled when full); their first index."""
+        base = self._ntt
+        if base + len(times) > len(self._tt):
+            grown = np.empty(max(2 * len(self._tt), base + len(times)), np.float64)
+            grown[:base] = self._tt[:base]
+            self._tt = grown
+        self._tt[base:base + len(times)] = times
+        self._ntt = base + len(times)
+        if self._ntt > 2**32:
+            raise ValueError("more than 2^32 texts")
+        return base
+
+    def _earliest(self, column: np.ndarray, at: np.ndarray, t: np.ndarray, x: np.ndarray,
+                  ) -> None:
+        """Found pairs: first use = the earlier of the stored text and this one."""
+        earlier = t < self._tt[column[at]]
+        column[at[earlier]] = x[earlier]
+
+    def _cascade_keys(self, gids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """(cascade number << 32 | agent) of adoptions of cascades (ids, prefix keys)."""
+        return (self._cnos[np.searchsorted(self._cids, gids)] << SHIFT) | (keys & AGENT_MASK)
 
     def _count(self, gn: np.ndarray, tn: np.ndarray, srcn: np.ndarray, origin: tuple,
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -571,14 +678,15 @@ class CascadeEngine:
               ) -> None:
         """The words of n-grams that just became cascades, from a buffered text using them."""
         part_ends, where, text_of, offsets, texts = origin
-        lo = self.config.n_range[0]
         pick = _member(gn, crossed)
         ids, idx = np.unique(gn[pick], return_index=True)
-        for gid, flat in zip(ids.tolist(), srcn[pick][idx].tolist(), strict=True):
-            n = lo + int(np.searchsorted(part_ends, flat, side="right"))
-            ti = int(text_of[flat])
-            start = int(where[flat] - offsets[ti])
-            self._words[gid] = ngram_text(texts[ti], n, start)
+        flat = srcn[pick][idx]
+        ns = self.config.n_range[0] + np.searchsorted(part_ends, flat, side="right")
+        ti = text_of[flat]
+        starts = where[flat] - offsets[ti]
+        for gid, n, t, start in zip(ids.tolist(), ns.tolist(), ti.tolist(), starts.tolist(),
+                                    strict=True):
+            self._words[gid] = ngram_text(texts[t], n, start)
 
     def _evict(self) -> None:
         """Drop the non-cascade n-grams with the fewest adopters (oldest first) and their
@@ -629,7 +737,8 @@ class CascadeEngine:
 
     def nbytes(self) -> int:
         return int(self._keys.nbytes + self._size.nbytes + self._last.nbytes
-                   + self._big.nbytes() + self._small.nbytes())
+                   + self._big.nbytes() + self._small.nbytes() + self._cids.nbytes
+                   + self._cnos.nbytes + 8 * self._ntt)
 
     def _gram_id(self, ngram: str) -> int:
         words = Text.of(ngram).words
@@ -638,10 +747,12 @@ class CascadeEngine:
     def _adopters(self, gid: int) -> tuple[np.ndarray, np.ndarray]:
         """(agent indices, first-use times) of an n-gram's adopters, in key order."""
         g = np.uint64(gid)
-        agents, times = self._big.of(g)
-        if not len(agents):
-            agents, times = self._small.of(g)
-        return agents, times
+        i = int(np.searchsorted(self._cids, g))
+        if i < len(self._cids) and self._cids[i] == g:
+            agents, texts = self._big.of(int(self._cnos[i]))
+        else:
+            agents, texts = self._small.of(g)
+        return agents, self._tt[texts]
 
     def adopters(self, ngram: str) -> dict[str, float]:
         """Adopters of an n-gram and their first use (unix seconds)."""
