@@ -2,7 +2,9 @@
 
 Entities are read from the tokens of each post's and comment's text (``item.text``: the one
 tokeniser, lower case, URLs removed): token tickers (``$CLAW``, and the ``"tick":"CLAW"`` of
-mbc-20 / agt-20 inscriptions; reported upper-cased), contract addresses (EVM ``0x...`` and
+mbc-20 / agt-20 JSON inscriptions, compact or spaced; reported upper-cased), the mint operation
+of a ticker (``mint:CLAW``, from an inscription whose ``"op"`` is ``"mint"``: a flood of mints is
+novel even where the ticker itself is talked about all day), contract addresses (EVM ``0x...`` and
 base58 Solana-style strings, lower-cased), bare domains (``mbc20.xyz``: full URLs are removed
 by the tokeniser), hashtags, and a text template (the first 40 all-letter words of the text,
 so ``Mint CLAW [4CACeeJC]`` and ``Mint CLAW [62qoqi]`` share one). Each entity keeps its own
@@ -15,13 +17,17 @@ An entity surges when, in the current ``window_s``:
 - it has at least ``min_posts`` posts from at least ``min_accounts`` distinct agents in at
   least ``min_threads`` threads (a stock reply piling up under one viral post is not a campaign);
 - at least ``min_coordination_share`` of those posts have a near-identical twin (word-set
-  Jaccard >= ``near_dup_jaccard``) from a *different* agent within ``copost_s`` (60 s):
+  Jaccard >= ``near_dup_jaccard``, or the same inscription ``p:op:tick:amt``: real minters
+  wrap one inscription in varied prose and random salts) from a *different* agent within
+  ``copost_s`` (60 s):
   the coordination evidence that separates a campaign from an organic trend;
 - it is *novel* (first seen after the ``warmup_s`` and at most ``novel_s`` ago, within the
   memory horizon), or else *established* and then its volume is at least ``trend_ratio`` x
   (its own baseline expectation + 1), the baseline being its rate over up to ``baseline_s``
   before the window, and the three bars above are raised by ``established_factor``
-  (coordination capped at 0.9). Text templates must be novel: a stock phrase that recurs all
+  (coordination capped at 0.9) unless the entity is *rare* (its baseline expects fewer than
+  ``rare_expected`` posts a window: a ticker minted now and then in the background, whose flood
+  is as new as a novel one's). Text templates must be novel: a stock phrase that recurs all
   day ("Great post!") clumps by chance and is background, not a campaign.
 
 The features that worked for coordinated campaigns on Twitter are reported as evidence:
@@ -46,7 +52,7 @@ creation time of at most ``max_agents`` agents.
 ...         author=f"BurnMolt{i}", title="Mint", content='{"p":"mbc-20","op":"mint",'
 ...         f'"tick":"CLAW","amt":"100"}} mbc20.xyz [{i:04x}]')))
 >>> [(f.key, f.severity, f.evidence["distinct_accounts"]) for f in d.findings(t.timestamp())]
-[('token:CLAW', 'critical', 10)]
+[('mint:CLAW', 'critical', 10)]
 """
 
 from __future__ import annotations
@@ -63,7 +69,8 @@ from streams.events import AgentEvent, CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.text import Text
 
-ENTITY_PRIORITY = {"token": 0, "contract": 1, "url": 2, "hashtag": 3, "text": 4}
+ENTITY_PRIORITY = {"mint": 0, "token": 1, "contract": 2, "url": 3, "hashtag": 4, "text": 5}
+_INSCRIPTION_KEYS = frozenset(("p", "op", "tick", "amt"))
 TLDS = ("xyz", "com", "io", "ai", "fun", "app", "net", "org", "gg", "so", "co", "me", "lol",
         "meme")
 _TLD_RE = re.compile(r"\.(?:" + "|".join(TLDS) + r")\b", re.IGNORECASE)
@@ -85,16 +92,45 @@ def _contract(w: str) -> bool:
     return len(w) <= 44 and any(c.isdigit() for c in w) and set(w) <= _ALNUM_ASCII
 
 
-def extract_entities(text: Text, raw: str = "", min_template_words: int = 8) -> set[str]:
-    """Entity names (``kind:value``) in one tokenised text; ``raw`` (the text before
-    tokenisation) only tells which token scans can find something.
+def inscription(tokens: list[str]) -> dict[str, str]:
+    """The ``p`` / ``op`` / ``tick`` / ``amt`` fields of a JSON inscription (mbc-20, agt-20,
+    brc-20 style) read from the one tokeniser's tokens: ``"tick":"CLAW"`` is the tokens
+    ``tick`` ``":"`` ``claw`` (or ``tick`` ``":`` ``"`` ``claw`` when the JSON is spaced): a key
+    between quote tokens, then the value's tokens up to the next token opening with a quote.
+    Values are lower case (the tokeniser's); the first occurrence of each key wins.
 
-    >>> raw = 'Minting $claw {"p":"mbc-20","tick":"CLAW"} on mbc20.xyz #Moon'
-    >>> sorted(extract_entities(Text.of(raw), raw, min_template_words=20))
-    ['hashtag:moon', 'token:CLAW', 'url:mbc20.xyz']
+    >>> from streams.text import tokenize
+    >>> inscription(tokenize('hi {"p": "mbc-20", "op": "mint", "tick": "CLAW", "amt": "100"}'))
+    {'p': 'mbc-20', 'op': 'mint', 'tick': 'claw', 'amt': '100'}
     """
+    out: dict[str, str] = {}
+    n = len(tokens)
+    for i in range(1, n - 2):
+        key = tokens[i]
+        if key not in _INSCRIPTION_KEYS or key in out or not tokens[i - 1].endswith('"'):
+            continue
+        sep = tokens[i + 1]
+        if not (sep[0] == '"' and ":" in sep):
+            continue
+        j = i + 2
+        if not sep.endswith('"'):  # '":' then '"' (spaced JSON)
+            if tokens[j] != '"':
+                continue
+            j += 1
+        k = j
+        while k < n and k - j < 8 and tokens[k][0] != '"':
+            k += 1
+        if k > j and k < n:
+            out[key] = "".join(tokens[j:k])
+    return out
+
+
+def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], str | None]:
+    """The entities of one text and its inscription signature (``p:op:tick:amt`` of a JSON
+    inscription, None without one)."""
     tokens = text.tokens
     out: set[str] = set()
+    sig = None
     if "$" in raw or "#" in raw:
         for i in range(len(tokens) - 1):
             t, nxt = tokens[i], tokens[i + 1]
@@ -103,15 +139,14 @@ def extract_entities(text: Text, raw: str = "", min_template_words: int = 8) -> 
             elif t[-1] == "#" and _ticker(nxt, 40) and len(nxt) >= 3:
                 out.add(f"hashtag:{nxt}")
     if "tick" in raw or "TICK" in raw:
-        i = -1
-        while True:
-            try:
-                i = tokens.index("tick", i + 1)
-            except ValueError:
-                break
-            if i + 2 < len(tokens) and ":" in tokens[i + 1] and len(tokens[i + 2]) <= 16 \
-                    and tokens[i + 2][0].isalnum():
-                out.add(f"token:{tokens[i + 2].upper()}")
+        fields = inscription(tokens)
+        tick = fields.get("tick", "")
+        if 0 < len(tick) <= 16 and tick[0].isalnum():
+            out.add(f"token:{tick.upper()}")
+            op = fields.get("op")
+            if op == "mint":
+                out.add(f"mint:{tick.upper()}")
+            sig = ":".join(fields.get(k, "") for k in ("p", "op", "tick", "amt"))
     if _TLD_RE.search(raw):
         for i in range(1, len(tokens) - 1):
             if tokens[i] == "." and tokens[i + 1] in _TLD_SET and tokens[i - 1][0].isalnum():
@@ -127,7 +162,18 @@ def extract_entities(text: Text, raw: str = "", min_template_words: int = 8) -> 
     if len(words) >= min_template_words:
         digest = hashlib.blake2b(" ".join(words).encode(), digest_size=6).hexdigest()
         out.add(f"text:{digest}")
-    return out
+    return out, sig
+
+
+def extract_entities(text: Text, raw: str = "", min_template_words: int = 8) -> set[str]:
+    """Entity names (``kind:value``) in one tokenised text; ``raw`` (the text before
+    tokenisation) only tells which token scans can find something.
+
+    >>> raw = 'Minting $claw {"p":"mbc-20","op":"mint","tick":"CLAW"} on mbc20.xyz #Moon'
+    >>> sorted(extract_entities(Text.of(raw), raw, min_template_words=20))
+    ['hashtag:moon', 'mint:CLAW', 'token:CLAW', 'url:mbc20.xyz']
+    """
+    return _entities(text, raw, min_template_words)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +193,7 @@ class SurgeConfig:
     warmup_s: float = 3600.0
     novel_s: float = 2 * 3600.0
     established_factor: float = 2.0
+    rare_expected: float = 0.5
     min_template_words: int = 8
     max_entities: int = 200_000
     max_posts_per_entity: int = 200
@@ -164,6 +211,7 @@ class _Post:
     word_ids: np.ndarray  # the first 400 word ids (near-duplicate test)
     new_account: bool | None
     text: str
+    inscription: str | None = None  # p:op:tick:amt of its JSON inscription
     words: frozenset[int] | None = None  # the word-id set, made when first compared
 
     def word_set(self) -> frozenset[int]:
@@ -218,14 +266,14 @@ class SurgeDetector:
 
     def _observe(self, t: float, author: str | None, post_id: str, thread: str, text: Text,
                  raw: str) -> None:
-        names = extract_entities(text, raw, self.cfg.min_template_words)
+        names, sig = _entities(text, raw, self.cfg.min_template_words)
         if not names:
             return
         if author is None:
             self._anonymous += 1
         created = self._agent_created.get(author) if author is not None else None
         new = None if created is None else (t - created) <= self.cfg.new_account_age_s
-        post = _Post(t, author, post_id, thread, text.word_ids[:400], new, raw[:200])
+        post = _Post(t, author, post_id, thread, text.word_ids[:400], new, raw[:200], sig)
         idx = float(int(t // self.cfg.bucket_s))
         for name in names:
             e = self._entities.get(name)
@@ -308,12 +356,14 @@ class SurgeDetector:
         novel = e.first_seen - start >= cfg.warmup_s and now - e.first_seen <= cfg.novel_s
         if not (novel or ongoing) and e.name.startswith("text:"):
             return None  # a recurring stock text is background, whatever its clumps
-        # hysteresis: an open incident holds at half the bar; an established entity needs more
-        scale = 0.5 if ongoing else 1.0 if novel else cfg.established_factor
-        if count_w < cfg.min_posts * scale or len(e.accounts) < cfg.min_accounts * scale:
-            return None
         observed = min(cfg.baseline_s, w_start - max(e.first_seen, start))
         expected = base * cfg.window_s / max(observed, cfg.window_s)
+        # hysteresis: an open incident holds at half the bar; an established entity needs more,
+        # unless it is rare (its baseline expects under rare_expected posts a window)
+        rare = expected < cfg.rare_expected
+        scale = 0.5 if ongoing else 1.0 if novel or rare else cfg.established_factor
+        if count_w < cfg.min_posts * scale or len(e.accounts) < cfg.min_accounts * scale:
+            return None
         if not (ongoing or novel) and count_w < cfg.trend_ratio * (expected + 1.0):
             return None
         posts = [p for p in e.posts if p.t > w_start]
@@ -337,7 +387,7 @@ class SurgeDetector:
             "coordination_share": round(share, 3),
             "automated_posts": len(automated),
             "min_copost_gap_s": None if min_gap is None else round(min_gap, 3),
-            "first_seen": e.first_seen, "novel": novel,
+            "first_seen": e.first_seen, "novel": novel, "rare": rare,
         }
 
     def _coordination(self, posts: list[_Post]) -> tuple[set[int], set[int], float | None]:
@@ -355,9 +405,13 @@ class SurgeDetector:
                     break
                 if p.author is None or q.author is None or q.author == p.author:
                     continue
-                a, b = p.word_set(), q.word_set()
-                union = len(a | b)
-                if union and len(a & b) / union >= cfg.near_dup_jaccard:
+                if p.inscription is not None and p.inscription == q.inscription:
+                    twin = True  # the same inscription: its prose is decoration (and salt)
+                else:
+                    a, b = p.word_set(), q.word_set()
+                    union = len(a | b)
+                    twin = bool(union) and len(a & b) / union >= cfg.near_dup_jaccard
+                if twin:
                     coordinated.update((i, j))
                     if gap <= cfg.automation_s:
                         automated.update((i, j))
