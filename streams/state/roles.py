@@ -41,7 +41,7 @@ label per clustered agent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -58,6 +58,8 @@ from streams.state.base import Item, Sample, Snapshot
 from streams.state.graph import InteractionGraph, Pair
 from streams.state.pagerank import pagerank_arrays
 
+STEP_PIVOTS = 4  # betweenness pivots a step of a spread run
+STEP_AGENTS = 2000  # clustering coefficients a step
 FEATURES = ("in_degree", "out_degree", "betweenness", "clustering", "pagerank")
 
 
@@ -84,8 +86,14 @@ def betweenness(indptr: np.ndarray, indices: np.ndarray, n: int,
     pairs), summed over ``pivots`` (all nodes when None) and scaled as networkx scales it
     (normalised, endpoints excluded; sampled pivots as ``betweenness_centrality(k=...)``).
     Each pivot is one BFS done a level at a time in NumPy, O(edges + levels)."""
-    bc = np.zeros(n)
     sources = np.arange(n) if pivots is None else pivots
+    return _betweenness_scale(_brandes(indptr, indices, n, sources), n, pivots)
+
+
+def _brandes(indptr: np.ndarray, indices: np.ndarray, n: int,
+             sources: np.ndarray) -> np.ndarray:
+    """Unscaled Brandes dependencies summed over ``sources``."""
+    bc = np.zeros(n)
     for s in sources.tolist():
         dist = np.full(n, -1, np.int64)
         sigma = np.zeros(n)
@@ -115,6 +123,10 @@ def betweenness(indptr: np.ndarray, indices: np.ndarray, n: int,
             np.add.at(delta, src, sigma[src] / sigma[dst] * (1.0 + delta[dst]))
         delta[s] = 0.0
         bc += delta
+    return bc
+
+
+def _betweenness_scale(bc: np.ndarray, n: int, pivots: np.ndarray | None) -> np.ndarray:
     if n <= 2:
         return bc
     if pivots is None or len(pivots) == n:
@@ -146,8 +158,28 @@ def role_features(source: InteractionGraph | Mapping[Pair, int],
                   config: RolesConfig | None = None) -> tuple[list[str], np.ndarray]:
     """(agents sorted by name, feature matrix with columns :data:`FEATURES`) of the
     cumulative graph or of a weighted digraph; at most ``config.sample`` agents (uniform)."""
-    cfg = config or RolesConfig()
+    return _drain(_feature_steps(source, config or RolesConfig()))
+
+
+Steps = Generator[None, None, Any]
+
+
+def _drain(steps: Steps) -> Any:
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value
+
+
+def _feature_steps(source: InteractionGraph | Mapping[Pair, int],
+                   cfg: RolesConfig) -> Steps:
+    """:func:`role_features` as bounded steps (a yield between them): set-up and PageRank,
+    then ``STEP_PIVOTS`` sampled betweenness pivots a step (exact betweenness of a small
+    graph in one), then ``STEP_AGENTS`` clustering
+    coefficients a step. Reads a copy of the graph's arrays taken at the start."""
     names, src, dst, w = _graph_arrays(source)
+    names = list(names)  # a copy: the graph's list grows while the steps run
     n = len(names)
     if n == 0:
         return [], np.zeros((0, len(FEATURES)))
@@ -157,8 +189,16 @@ def role_features(source: InteractionGraph | Mapping[Pair, int],
     rng = np.random.default_rng(cfg.seed)
     pivots = (None if n <= cfg.betweenness_exact_max else
               np.sort(rng.choice(n, min(cfg.betweenness_samples, n), replace=False)))
-    btw = betweenness(out.indptr, out.indices, n, pivots)
     pr = pagerank_arrays(src, dst, w, n)
+    yield
+    # exact betweenness (small graphs, <= betweenness_exact_max agents) is one step
+    sources = np.arange(n) if pivots is None else pivots
+    per_step = len(sources) if pivots is None else STEP_PIVOTS
+    bc = np.zeros(n)
+    for i in range(0, len(sources), per_step):
+        bc += _brandes(out.indptr, out.indices, n, sources[i:i + per_step])
+        yield
+    btw = _betweenness_scale(bc, n, pivots)
     in_deg = np.diff(out.tocsc().indptr)
     out_deg = np.diff(out.indptr)
     chosen = (np.arange(n) if n <= cfg.sample else rng.choice(n, cfg.sample, replace=False))
@@ -181,6 +221,8 @@ def role_features(source: InteractionGraph | Mapping[Pair, int],
         if deg > 1:
             tri = sum(len(mine & nb(u)) for u in mine) / 2
             clus[j] = 2 * tri / (deg * (deg - 1))
+        if j % STEP_AGENTS == STEP_AGENTS - 1:
+            yield
     idx = np.array(chosen, dtype=np.int64)
     x = np.column_stack([in_deg[idx], out_deg[idx], btw[idx], clus, pr[idx]]).astype(np.float64)
     return [names[i] for i in chosen], x
@@ -189,11 +231,16 @@ def role_features(source: InteractionGraph | Mapping[Pair, int],
 def cluster_roles(x: np.ndarray, config: RolesConfig | None = None) -> dict[str, Any] | None:
     """Standardise, k-means for each k, pick by silhouette. None if too few distinct agents.
     Runs on one thread (see the module's docstring)."""
-    with threadpool_limits(limits=1):
-        return _cluster_roles(x, config or RolesConfig())
+    return _drain(_cluster_steps(x, config or RolesConfig()))
 
 
-def _cluster_roles(x: np.ndarray, cfg: RolesConfig) -> dict[str, Any] | None:
+def _one_thread() -> Any:
+    return threadpool_limits(limits=1)
+
+
+def _cluster_steps(x: np.ndarray, cfg: RolesConfig) -> Steps:
+    """:func:`cluster_roles` as steps: one k (its k-means restarts and silhouette) a step,
+    each on one thread (the limit is lifted between steps, so it never leaks to others)."""
     z = StandardScaler().fit_transform(x)
     distinct = len(np.unique(z, axis=0))
     ks = [k for k in range(cfg.k_range[0], cfg.k_range[1] + 1) if k < distinct]
@@ -205,10 +252,12 @@ def _cluster_roles(x: np.ndarray, cfg: RolesConfig) -> dict[str, Any] | None:
     scores: dict[int, float] = {}
     labels: dict[int, np.ndarray] = {}
     for k in ks:
-        lab = KMeans(n_clusters=k, n_init=cfg.n_init, random_state=cfg.seed).fit_predict(z)
-        labels[k] = lab
-        scores[k] = (float(silhouette_score(z[sample], lab[sample]))
-                     if len(np.unique(lab[sample])) > 1 else -1.0)
+        with _one_thread():
+            lab = KMeans(n_clusters=k, n_init=cfg.n_init, random_state=cfg.seed).fit_predict(z)
+            labels[k] = lab
+            scores[k] = (float(silhouette_score(z[sample], lab[sample]))
+                         if len(np.unique(lab[sample])) > 1 else -1.0)
+        yield
     best = max(scores, key=lambda k: (scores[k], -k))
     lab = labels[best]
     sizes = np.bincount(lab, minlength=best)
@@ -230,31 +279,78 @@ class RolesEngine:
         self._result: dict[str, Any] | None = None
         self._role: dict[str, int] = {}
         self._at: float | None = None
+        self._job: Steps | None = None  # the run in progress, one step a tick
+        self._job_at = 0.0
+        self._job_n = 0
         self.runs_total = 0
+        self.steps_total = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a run in progress is a generator (not picklable): dropped, and due again at once
+        state = {k: v for k, v in self.__dict__.items() if k != "_job"}
+        if self._job is not None:
+            state["_due"] = self._job_at
+        state["_job"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    @property
+    def running(self) -> bool:
+        """Whether a run is in progress (spread over the coming ticks)."""
+        return self._job is not None
 
     def update(self, item: Item) -> None:
         if self._own_graph and isinstance(item.event, CommentEvent):
             self.graph.update(item)
 
     def expire(self, now: float) -> None:
+        """One tick: a step of the run in progress, or start one when due and grown."""
+        if self._job is not None:
+            self._step()
+            return
         if self._due is None:
             self._due = now + self.config.every.total_seconds()
         elif now >= self._due:
             grown = self.graph.interactions_total
             if grown > self._ran_at_interactions * (1 + self.config.min_growth):
-                self.refresh(now)
+                self._job = self._steps(self.graph)
+                self._job_at, self._job_n = now, grown
+                self._step()
             self._due = now + self.config.every.total_seconds()
 
+    def _step(self) -> None:
+        assert self._job is not None
+        self.steps_total += 1
+        try:
+            next(self._job)
+        except StopIteration as stop:
+            self._job = None
+            self._ran_at_interactions = self._job_n
+            self._finish(*stop.value)
+            self._at = self._job_at
+
     def refresh(self, now: float | None = None) -> None:
-        """Cluster the cumulative graph now (whatever its growth)."""
+        """Cluster the cumulative graph now, in one go (whatever its growth; a run in
+        progress is dropped)."""
+        self._job = None
         self._ran_at_interactions = self.graph.interactions_total
         self.compute(self.graph)
         self._at = now if now is not None else self.graph.now
 
     def compute(self, source: InteractionGraph | Mapping[Pair, int]) -> dict[str, Any]:
         """Cluster the given graph now; returns (and keeps) the summary."""
-        names, x = role_features(source, self.config)
-        res = cluster_roles(x, self.config) if len(names) else None
+        return self._finish(*_drain(self._steps(source)))
+
+    def _steps(self, source: InteractionGraph | Mapping[Pair, int]) -> Steps:
+        """A whole run as bounded steps; returns (agents, features, clustering)."""
+        names, x = yield from _feature_steps(source, self.config)
+        res = (yield from _cluster_steps(x, self.config)) if len(names) else None
+        return names, x, res
+
+    def _finish(self, names: list[str], x: np.ndarray,
+                res: dict[str, Any] | None) -> dict[str, Any]:
         self.runs_total += 1
         if res is None:
             self._result, self._role = {"agents": len(names)}, {}

@@ -42,13 +42,15 @@ def test_roles_on_real_threads_match_the_batch_pipeline() -> None:
     for e in thread_events():
         eng.expire(e.event_time.timestamp())
         eng.update(Item.of(e))
+    while eng.running:  # a periodic run spreads over the ticks: let the last one finish
+        eng.expire(e.event_time.timestamp())
+    assert eng.runs_total >= 1  # the periodic run happened on event time
     eng.refresh()
     k, sil, periphery = batch_roles(eng.graph.cumulative())
     snap = eng.snapshot()
     assert snap.value("roles_k") == k
     assert snap.value("roles_silhouette") == pytest.approx(sil)
     assert snap.value("roles_periphery_ratio") == pytest.approx(periphery)
-    assert eng.runs_total >= 2  # the periodic runs happened on event time
     roles = snap.details["roles"]["roles"]
     assert roles[0]["agents"] == max(r["agents"] for r in roles)
     member = next(a for a, r in Counter(eng._role).items() if r == 0)
@@ -104,9 +106,40 @@ def test_sampled_agents_and_growth_cadence() -> None:
     for e in edges:
         eng.expire(e.time)
         eng.graph.add(e)
+    while eng.running:
+        eng.expire(edges[-1].time)
     runs = eng.runs_total
     assert runs >= 2 and eng.snapshot().value("roles_agents") == 300
     assert len(eng.roles()) == 300
     for h in range(1, 4):  # time passes, the graph does not grow: no new run
         eng.expire(edges[-1].time + 3600 * h)
     assert eng.runs_total == runs
+
+
+def test_a_run_spread_over_ticks_equals_one_run_and_survives_pickle() -> None:
+    import pickle
+
+    edges = synthetic_interactions(6000, 1500, timedelta(hours=5), seed=3)
+    cfg = RolesConfig(every=timedelta(hours=1), betweenness_exact_max=100, sample=1200,
+                      k_range=(3, 5))
+    eng = RolesEngine(cfg)
+    for e in edges:
+        eng.graph.add(e)
+    t = edges[-1].time
+    eng.expire(t)  # arms the cadence
+    eng.expire(t + 3600)  # due and grown: a run starts, one step this tick
+    assert eng.running and eng.runs_total == 0
+    back = pickle.loads(pickle.dumps(eng))  # mid-run: the run is dropped and due again
+    assert not back.running
+    steps = 0
+    while eng.running:
+        eng.expire(t + 3600)
+        steps += 1
+    assert steps > 3 and eng.runs_total == 1
+    ref = RolesEngine(cfg)
+    ref.compute(eng.graph)
+    assert eng.snapshot().details["roles"]["roles"] == ref.snapshot().details["roles"]["roles"]
+    back.expire(t + 3600)
+    while back.running:
+        back.expire(t + 3600)
+    assert back.runs_total == 1 and back.roles() == eng.roles()
