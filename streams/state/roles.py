@@ -26,11 +26,12 @@ bounded:
   OpenMP Lloyd loop on a shared 2-core machine spent most of a run waiting on its threads
   (a real-text graph's 24 k-means fits on 10,000 agents: ~5 s threaded, ~0.3 s on one).
 
-Run cost: about 1 s on a real-text cumulative graph of 69k agents and 158k pairs (0.5 s
-features, 0.4 s clustering); earlier measured 8 s on a peak day (89k agents, 460k pairs),
-threaded, so at most about 8 us
-an event at a million events a day; state kept between runs: the last result and one role
-label per clustered agent.
+Run cost: about 1.8 s on a real-text cumulative graph of 69k agents and 158k pairs, spread by
+:meth:`RolesEngine.expire` over ~30 ticks of at most ~0.2 s each (one step a tick: set-up and
+PageRank, ``STEP_PIVOTS`` betweenness pivots, ``STEP_AGENTS`` clustering coefficients, or
+one k of k-means); with the growth cadence about 2 us an event amortised at a million events
+a day. State kept between runs: the last result and one role label per clustered agent (a
+run in progress is a generator: a pickle drops it and it starts again at the next tick).
 
 >>> eng = RolesEngine(RolesConfig(k_range=(3, 3)))
 >>> w = {(f"a{i}", "hub"): 1 for i in range(20)} | {("hub", "b"): 1, ("b", "c"): 1}
