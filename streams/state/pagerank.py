@@ -161,6 +161,8 @@ class WindowPageRank:
     converges in a few iterations.
     """
 
+    _hi = 1 << 62  # a pickle from before the high-water mark: every slot
+
     def __init__(self, alpha: float = 0.85, tol: float = 1e-3, max_iter: int = 1000) -> None:
         if not 0.0 < alpha < 1.0 or tol <= 0:
             raise ValueError("need 0 < alpha < 1 and tol > 0")
@@ -174,6 +176,7 @@ class WindowPageRank:
         self._es = np.zeros(0, np.int64)
         self._ed = np.zeros(0, np.int64)
         self._ew = np.zeros(0, np.float64)
+        self._hi = 0  # slots in use lie below: free slots are reused lowest first
         self._p = np.zeros(0)
         self._alive = np.zeros(0, bool)
         self._dirty = False
@@ -201,6 +204,8 @@ class WindowPageRank:
             if slot is None:
                 slot = self._slot_free.pop() if self._slot_free else self._grow_slots()
                 self._slot[key] = slot
+                if slot >= self._hi:
+                    self._hi = slot + 1
                 self._es[slot], self._ed[slot] = u, v
                 self._deg[u] += 1
                 self._deg[v] += 1
@@ -256,9 +261,10 @@ class WindowPageRank:
         if not n:
             return Names(ids, []), np.zeros(0)
         if self._dirty:
-            # every slot, free ones included (weight 0: they add nothing); COO: the product
-            # runs straight over the slots, no sort into CSR each refresh
-            es, ed, ew = self._es, self._ed, self._ew
+            # every slot below the high-water mark, free ones included (weight 0: they add
+            # nothing); COO: the product runs straight over the slots, no sort into CSR
+            hi = self._hi
+            es, ed, ew = self._es[:hi], self._ed[:hi], self._ew[:hi]
             outw = np.bincount(es, weights=ew, minlength=size)
             coef = np.divide(ew, outw[es], out=np.zeros_like(ew), where=ew > 0)
             m = sp.coo_matrix((coef, (ed, es)), shape=(size, size))
