@@ -23,10 +23,11 @@ n-gram ids by the rolling hash over the concatenated words (the values of
 by cumulative sums of a stop mask; one sort of the pairs by a 64-bit key (the n-gram id's top
 38 bits, the agent's 26-bit index: grouped by n-gram, then agent; two n-grams sharing 38 bits
 are told apart by their full id, exactly), first use = the earliest text of each pair (an
-adoption stores its text's index, 4 bytes; the texts' times are one table), one
-``searchsorted`` into each adoption store to keep the pairs never seen: the cascades' store is
-keyed by (cascade number, agent), exact (cascades are numbered when they cross and never
-evicted), the other n-grams' by the pairs' key; one ``searchsorted`` into the n-gram table
+adoption stores its text's index, 4 bytes; the texts' times and agents are one table), a
+search of each adoption store to keep the pairs never seen: the cascades' store holds one
+segment per cascade (numbered when they cross, never evicted), each adoption only its text
+(the agent is the text's), sorted by agent, searched by a vectorised binary search within the
+segments; the other n-grams' store is sorted by the pairs' key (``searchsorted``); one ``searchsorted`` into the n-gram table
 (sorted by id) adds them to each n-gram's distinct-adopter count. A cascade's readable words
 are taken, when it crosses ``min_adopters``, from a buffered text that adopted it
 (:func:`streams.text.ngram_text`), and its earlier adoptions move to the cascades' store
@@ -53,15 +54,15 @@ reducer, which snapshots every second, and a replay agree.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
 adopter count, last adoption) plus 20 bytes per adoption of a non-cascade (key, id, text) in
-its store; 12 bytes per cascade adoption ((cascade number, agent) key, text); 8 bytes per text
-(its time); the buffer (~10 bytes a buffered pair: word ids and the texts' word lists). When
+its store; 4 bytes per cascade adoption (its text) and 8 per cascade; 12 bytes per text (time
+and agent); the buffer (~10 bytes a buffered pair: word ids and the texts' word lists). When
 full, the n-grams that are not cascades with the fewest adopters (oldest first) are evicted
 down to ``evict_to`` x ``max_tracked``, with their adoptions (a pass over the non-cascades'
 store only, which the table bounds); ``cascade_ngrams_evicted_total`` and
 ``cascade_evicted_adopters_max`` say what was lost: sizes are exact for every n-gram never
 evicted, and an evicted n-gram that comes back restarts with at most that many adopters
 missing. Cascades themselves are never evicted (their adoptions are the cascade): memory =
-table + 12 bytes x total cascade size + 8 bytes a text + the cascades' words. Agents are
+table + 4 bytes x total cascade size + 12 bytes a text + the cascades' words. Agents are
 indexed once (~100 bytes each, the society's size).
 
 >>> from datetime import datetime, timezone
@@ -98,11 +99,10 @@ STOP_IDS = np.unique(token_ids(sorted(STOP_WORDS)))
 AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption's key
 AGENT_MASK = np.uint64((1 << AGENT_BITS) - 1)
 PREFIX_MASK = ~AGENT_MASK
-SHIFT = np.uint64(32)  # a cascade adoption's key: cascade number << 32 | agent
 BYTES_PER_NGRAM = 8 + 4 + 8  # id, adopters, last adoption
 BYTES_PER_ADOPTION = 8 + 8 + 4  # an n-gram's: key, id, text of first use
-BYTES_PER_CASCADE_ADOPTION = 8 + 4  # a cascade's: (cascade number, agent) key, text of first use
-BYTES_PER_TEXT = 8  # each text's time (first uses refer to their text)
+BYTES_PER_CASCADE_ADOPTION = 4  # a cascade's: its text of first use (the agent is the text's)
+BYTES_PER_TEXT = 8 + 4  # each text's time and agent (first uses refer to their text)
 
 
 def kept_ngrams(text: Text, n_range: tuple[int, int] = (3, 5), max_stop_share: float = 0.5,
@@ -328,42 +328,57 @@ class _Store:
 
 
 class _Cascades:
-    """Adoptions of the cascades, sorted by key (cascade number << 32 | agent; cascades are
-    numbered in order of crossing and never evicted, so the key is exact): key, first use
-    (text index). 12 bytes an adoption."""
+    """Adoptions of the cascades: the index of each adoption's text of first use (4 bytes: the
+    agent is the text's), one segment per cascade (cascades are numbered in order of crossing
+    and never evicted), sorted by agent within it."""
 
-    __slots__ = ("bk", "bt")
+    __slots__ = ("ev", "indptr")
 
     def __init__(self) -> None:
-        self.bk = np.empty(0, np.uint64)
-        self.bt = np.empty(0, np.uint32)
+        self.ev = np.empty(0, np.uint32)
+        self.indptr = np.zeros(1, np.int64)
 
     def __len__(self) -> int:
-        return len(self.bk)
+        return len(self.ev)
 
     def nbytes(self) -> int:
-        return self.bk.nbytes + self.bt.nbytes
+        return self.ev.nbytes + self.indptr.nbytes
 
-    def find(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(found mask, position when found else insertion point) of sorted keys."""
-        pos = np.searchsorted(self.bk, k)
-        found = pos < len(self.bk)
-        found[found] = self.bk[pos[found]] == k[found]
-        return found, pos
+    def grow(self, k: int) -> None:
+        """k new (empty) cascades."""
+        self.indptr = np.concatenate((self.indptr, np.full(k, self.indptr[-1])))
 
-    def add(self, k: np.ndarray, t: np.ndarray) -> None:
-        """Insert keys (none present) with their first-use texts."""
-        if len(k):
-            order = np.argsort(k)
-            k, t = k[order], t[order]
-            at, old = _places(np.searchsorted(self.bk, k), len(self.bk))
-            self.bk = _placed(self.bk, k, at, old)
-            self.bt = _placed(self.bt, t, at, old)
+    def find(self, cno: np.ndarray, agent: np.ndarray, text_agent: np.ndarray,
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """(found mask, position when found else insertion point) of (cascade, agent) pairs:
+        a binary search in each one's segment, all pairs at once (log2 of the largest
+        cascade vectorised steps)."""
+        lo, end = self.indptr[cno], self.indptr[cno + 1]
+        if not len(self.ev):
+            return np.zeros(len(cno), bool), lo
+        hi = end.copy()
+        last = len(self.ev) - 1
+        for _ in range(int((end - lo).max(initial=0)).bit_length()):
+            mid = (lo + hi) >> 1
+            less = text_agent[self.ev[np.minimum(mid, last)]] < agent
+            open_ = lo < hi
+            lo = np.where(open_ & less, mid + 1, lo)
+            hi = np.where(open_ & ~less, mid, hi)
+        found = lo < end
+        found[found] = text_agent[self.ev[lo[found]]] == agent[found]
+        return found, lo
 
-    def of(self, number: int) -> tuple[np.ndarray, np.ndarray]:
-        """(agent indices, first-use texts) of one cascade's adoptions."""
-        lo, hi = np.searchsorted(self.bk, np.array([number, number + 1], np.uint64) << SHIFT)
-        return (self.bk[lo:hi] & AGENT_MASK).astype(np.int64), self.bt[lo:hi]
+    def add(self, cno: np.ndarray, texts: np.ndarray, pos: np.ndarray) -> None:
+        """Insert adoptions (sorted by cascade then agent, none present) at their insertion
+        points ``pos`` (as :meth:`find` gives them)."""
+        if len(cno):
+            at, old = _places(pos, len(self.ev))
+            self.ev = _placed(self.ev, texts, at, old)
+            self.indptr[1:] += np.cumsum(np.bincount(cno, minlength=len(self.indptr) - 1))
+
+    def of(self, number: int) -> np.ndarray:
+        """Texts of first use of one cascade's adoptions (agent order)."""
+        return self.ev[self.indptr[number]:self.indptr[number + 1]]
 
 
 @dataclass(slots=True)
@@ -459,8 +474,9 @@ class CascadeEngine:
         self._big = _Cascades()
         self._small = _Store()
         self._cids = np.empty(0, np.uint64)  # cascade ids, sorted, and their numbers
-        self._cnos = np.empty(0, np.uint64)
+        self._cnos = np.empty(0, np.int64)
         self._tt = np.empty(1024, np.float64)  # each buffered-and-merged text's time
+        self._ta = np.empty(1024, np.uint32)  # and agent
         self._ntt = 0
         # buffer: each text's word ids, agent, time and text (n-grams made at the flush)
         self._bw: list[np.ndarray] = []
@@ -552,7 +568,7 @@ class CascadeEngine:
                   np.concatenate(([0], np.cumsum(lens))), texts)
         # first uses refer to their text: the texts' times appended to the table, the
         # earliest text of a pair found by its rank in time order
-        base = self._append_times(times)
+        base = self._append_texts(times, agents)
         by_time = np.argsort(times, kind="stable")
         rank = np.empty(len(times), np.int64)
         rank[by_time] = np.arange(len(times))
@@ -571,11 +587,12 @@ class CascadeEngine:
         xu = (earliest + base).astype(np.uint32)
         # pairs of the cascades: by (cascade number, agent), exact
         ci = np.flatnonzero(_member(gu, self._cids)) if len(self._cids) else np.empty(0, np.int64)
-        bk = (self._cnos[np.searchsorted(self._cids, gu[ci])] << SHIFT) | (ku[ci] & AGENT_MASK)
-        ob = np.argsort(bk)
-        ci, bk = ci[ob], bk[ob]
-        found_b, at_b = self._big.find(bk)
-        self._earliest(self._big.bt, at_b[found_b], tu[ci[found_b]], xu[ci[found_b]])
+        cno = self._cnos[np.searchsorted(self._cids, gu[ci])]
+        ag = (ku[ci] & AGENT_MASK).astype(np.int64)
+        ob = np.lexsort((ag, cno))
+        ci, cno, ag = ci[ob], cno[ob], ag[ob]
+        found_b, at_b = self._big.find(cno, ag, self._ta)
+        self._earliest(self._big.ev, at_b[found_b], tu[ci[found_b]], xu[ci[found_b]])
         # the other pairs: by (n-gram id prefix, agent), then id
         rest = np.ones(len(ku), bool)
         rest[ci] = False
@@ -590,37 +607,44 @@ class CascadeEngine:
         new_s, pos_s = rest[~found_s], at_s[~found_s]
         stay = ~is_cascade[new_s]
         self._small.add(ku[new_s[stay]], gu[new_s[stay]], xu[new_s[stay]], pos_s[stay])
+        adds = [(cno[~found_b], xu[ci[~found_b]], at_b[~found_b])]
         if len(crossed):  # number the new cascades; their earlier adoptions join their store
             at, old = _places(np.searchsorted(self._cids, crossed), len(self._cids))
             self._cids = _placed(self._cids, crossed, at, old)
-            numbers = np.arange(len(self._cids) - len(crossed), len(self._cids), dtype=np.uint64)
-            self._cnos = _placed(self._cnos, numbers, at, old)
-        joining = np.concatenate((ci[~found_b], new_s[~stay]))
-        keys, firsts = [self._cascade_keys(gu[joining], ku[joining])], [xu[joining]]
-        if len(crossed):
+            first_no = len(self._cids) - len(crossed)
+            self._cnos = _placed(self._cnos, np.arange(first_no, len(self._cids)), at, old)
+            self._big.grow(len(crossed))
+            joining = new_s[~stay]
+            gids, texts = [gu[joining]], [xu[joining]]
             small = self._small
             moving = small.where(crossed)
             if len(moving):
-                keys.append(self._cascade_keys(small.sg[moving], small.sk[moving]))
-                firsts.append(small.st[moving])
-                stay = np.ones(len(small), bool)
-                stay[moving] = False
-                small.keep(stay)
-        self._big.add(np.concatenate(keys), np.concatenate(firsts))
+                gids.append(small.sg[moving])
+                texts.append(small.st[moving])
+                keep = np.ones(len(small), bool)
+                keep[moving] = False
+                small.keep(keep)
+            jt = np.concatenate(texts)
+            jc = self._cnos[np.searchsorted(self._cids, np.concatenate(gids))]
+            order = np.lexsort((self._ta[jt], jc))  # new cascades: appended, after the others
+            adds.append((jc[order], jt[order], np.full(len(jt), len(self._big))))
+        self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)))
         if len(self._keys) > self.config.max_tracked:
             self._evict()
         # a merge rewrites the store (O(adoptions)): buffer a quarter of it first, up to 16
         # flush_every pairs (the buffered words: ~10 bytes a pair)
         self._flush_at = max(cfg.flush_every, min(len(self._big) // 4, 16 * cfg.flush_every))
 
-    def _append_times(self, times: np.ndarray) -> int:
-        """Append texts' times to the table (capacity doubled when full); their first index."""
+    def _append_texts(self, times: np.ndarray, agents: np.ndarray) -> int:
+        """Append texts' times and agents to the table (capacity doubled when full); their
+        first index."""
         base = self._ntt
         if base + len(times) > len(self._tt):
-            grown = np.empty(max(2 * len(self._tt), base + len(times)), np.float64)
-            grown[:base] = self._tt[:base]
-            self._tt = grown
+            size = max(2 * len(self._tt), base + len(times))
+            self._tt = np.concatenate((self._tt[:base], np.empty(size - base, np.float64)))
+            self._ta = np.concatenate((self._ta[:base], np.empty(size - base, np.uint32)))
         self._tt[base:base + len(times)] = times
+        self._ta[base:base + len(times)] = agents
         self._ntt = base + len(times)
         if self._ntt > 2**32:
             raise ValueError("more than 2^32 texts")
@@ -631,10 +655,6 @@ class CascadeEngine:
         """Found pairs: first use = the earlier of the stored text and this one."""
         earlier = t < self._tt[column[at]]
         column[at[earlier]] = x[earlier]
-
-    def _cascade_keys(self, gids: np.ndarray, keys: np.ndarray) -> np.ndarray:
-        """(cascade number << 32 | agent) of adoptions of cascades (ids, prefix keys)."""
-        return (self._cnos[np.searchsorted(self._cids, gids)] << SHIFT) | (keys & AGENT_MASK)
 
     def _count(self, gn: np.ndarray, tn: np.ndarray, srcn: np.ndarray, origin: tuple,
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -738,7 +758,7 @@ class CascadeEngine:
     def nbytes(self) -> int:
         return int(self._keys.nbytes + self._size.nbytes + self._last.nbytes
                    + self._big.nbytes() + self._small.nbytes() + self._cids.nbytes
-                   + self._cnos.nbytes + 8 * self._ntt)
+                   + self._cnos.nbytes + 12 * self._ntt)
 
     def _gram_id(self, ngram: str) -> int:
         words = Text.of(ngram).words
@@ -749,9 +769,9 @@ class CascadeEngine:
         g = np.uint64(gid)
         i = int(np.searchsorted(self._cids, g))
         if i < len(self._cids) and self._cids[i] == g:
-            agents, texts = self._big.of(int(self._cnos[i]))
-        else:
-            agents, texts = self._small.of(g)
+            texts = self._big.of(int(self._cnos[i]))
+            return self._ta[texts].astype(np.int64), self._tt[texts]
+        agents, texts = self._small.of(g)
         return agents, self._tt[texts]
 
     def adopters(self, ngram: str) -> dict[str, float]:
