@@ -27,13 +27,14 @@ adoption stores its text's index, 4 bytes; the texts' times and agents are one t
 search of each adoption store to keep the pairs never seen: the cascades' store holds one
 segment per cascade (numbered when they cross, never evicted), each adoption only its text
 (the agent is the text's), sorted by agent, searched by a vectorised binary search within the
-segments; the other n-grams' store is sorted by the pairs' key (``searchsorted``); one ``searchsorted`` into the n-gram table
-(sorted by id) adds them to each n-gram's distinct-adopter count. A cascade's readable words
-are taken, when it crosses ``min_adopters``, from a buffered text that adopted it
-(:func:`streams.text.ngram_text`), and its earlier adoptions move to the cascades' store
-(found by binary searches of its key range: no pass over the store). A merge rewrites the
-stores, so the buffer grows to a quarter of the cascades' store (at most 16 x ``flush_every``
-pairs) before one: the rewrite costs O(1) a pair.
+segments; the other n-grams' store is sorted by the pairs' key (``searchsorted``); one
+``searchsorted`` into the n-gram table (sorted by id) adds them to each n-gram's
+distinct-adopter count. A cascade's readable words are taken, when it crosses
+``min_adopters``, from a buffered text that adopted it (:func:`streams.text.ngram_text`), and
+its earlier adoptions move to the cascades' store (found by binary searches of its key range:
+no pass over the store). A merge rewrites the stores, so the buffer grows to a quarter of the
+cascades' store (at most 16 x ``flush_every`` pairs) before one: the rewrite costs O(1) a
+pair.
 
 Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, once the texts
 since the last analysis reach ``analysis_min_texts`` or the number the last one covered,
@@ -54,8 +55,8 @@ reducer, which snapshots every second, and a replay agree.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
 adopter count, last adoption) plus 20 bytes per adoption of a non-cascade (key, id, text) in
-its store; 4 bytes per cascade adoption (its text) and 8 per cascade; 12 bytes per text (time
-and agent); the buffer (~10 bytes a buffered pair: word ids and the texts' word lists). When
+its store; 4 bytes per cascade adoption (its text) and 24 per cascade; 12 bytes per text
+(time and agent); the buffer (~10 bytes a buffered pair: word ids and the texts' word lists). When
 full, the n-grams that are not cascades with the fewest adopters (oldest first) are evicted
 down to ``evict_to`` x ``max_tracked``, with their adoptions (a pass over the non-cascades'
 store only, which the table bounds); ``cascade_ngrams_evicted_total`` and
@@ -103,6 +104,7 @@ BYTES_PER_NGRAM = 8 + 4 + 8  # id, adopters, last adoption
 BYTES_PER_ADOPTION = 8 + 8 + 4  # an n-gram's: key, id, text of first use
 BYTES_PER_CASCADE_ADOPTION = 4  # a cascade's: its text of first use (the agent is the text's)
 BYTES_PER_TEXT = 8 + 4  # each text's time and agent (first uses refer to their text)
+BYTES_PER_CASCADE = 8 + 8 + 8  # its id, number, segment start
 
 
 def kept_ngrams(text: Text, n_range: tuple[int, int] = (3, 5), max_stop_share: float = 0.5,

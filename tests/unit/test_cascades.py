@@ -175,6 +175,18 @@ def test_bounded_table_only_loses_small_ngrams(reference) -> None:
     assert snap.value("cascade_state_bytes") == eng.nbytes() > 0
 
 
+def test_state_bytes_are_the_layout(engine) -> None:
+    """The stated bytes: per tracked n-gram, per adoption of a non-cascade, per cascade
+    adoption (4), per cascade, per text."""
+    ids, sizes = engine._cascades()
+    small = engine.adoptions_total - int(sizes.sum())
+    assert engine.nbytes() == (cascades.BYTES_PER_NGRAM * engine.tracked()
+                               + cascades.BYTES_PER_ADOPTION * small
+                               + cascades.BYTES_PER_CASCADE_ADOPTION * int(sizes.sum())
+                               + cascades.BYTES_PER_CASCADE * len(ids) + 8
+                               + cascades.BYTES_PER_TEXT * engine._ntt)
+
+
 @pytest.mark.parametrize(("alpha", "floor"), [(2.3, 10), (2.57, 10), (2.8, 1), (2.2, 1)])
 def test_power_law_fit_matches_powerlaw_package(alpha: float, floor: int) -> None:
     rng = np.random.default_rng(int(alpha * 100))
