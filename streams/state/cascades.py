@@ -55,16 +55,16 @@ reducer, which snapshots every second, and a replay agree.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
 adopter count, last adoption) plus 20 bytes per adoption of a non-cascade (key, id, text) in
-its store; 4 bytes per cascade adoption (its text) and 24 per cascade; 12 bytes per text
-(time and agent); the buffer (~10 bytes a buffered pair: word ids and the texts' word lists). When
-full, the n-grams that are not cascades with the fewest adopters (oldest first) are evicted
-down to ``evict_to`` x ``max_tracked``, with their adoptions (a pass over the non-cascades'
-store only, which the table bounds); ``cascade_ngrams_evicted_total`` and
-``cascade_evicted_adopters_max`` say what was lost: sizes are exact for every n-gram never
-evicted, and an evicted n-gram that comes back restarts with at most that many adopters
-missing. Cascades themselves are never evicted (their adoptions are the cascade): memory =
-table + 4 bytes x total cascade size + 12 bytes a text + the cascades' words. Agents are
-indexed once (~100 bytes each, the society's size).
+its store; 4 bytes per cascade adoption (its text) and 32 per cascade plus its words; 12
+bytes per text (time and agent); the buffer (~10 bytes a buffered pair: word ids and the
+texts' word lists). When full, the n-grams that are not cascades with the fewest adopters
+(oldest first) are evicted down to ``evict_to`` x ``max_tracked``, with their adoptions (a
+pass over the non-cascades' store only, which the table bounds);
+``cascade_ngrams_evicted_total`` and ``cascade_evicted_adopters_max`` say what was lost: sizes
+are exact for every n-gram never evicted, and an evicted n-gram that comes back restarts with
+at most that many adopters missing. Cascades themselves are never evicted (their adoptions are
+the cascade): memory = table + 4 bytes x total cascade size + 32 bytes and the words a cascade
++ 12 bytes a text. Agents are indexed once (~100 bytes each, the society's size).
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import PostEvent
@@ -80,6 +80,7 @@ indexed once (~100 bytes each, the society's size).
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -104,7 +105,7 @@ BYTES_PER_NGRAM = 8 + 4 + 8  # id, adopters, last adoption
 BYTES_PER_ADOPTION = 8 + 8 + 4  # an n-gram's: key, id, text of first use
 BYTES_PER_CASCADE_ADOPTION = 4  # a cascade's: its text of first use (the agent is the text's)
 BYTES_PER_TEXT = 8 + 4  # each text's time and agent (first uses refer to their text)
-BYTES_PER_CASCADE = 8 + 8 + 8  # its id, number, segment start
+BYTES_PER_CASCADE = 8 + 8 + 8 + 8  # its id, number, segment start, end of its words (+ words)
 
 
 def kept_ngrams(text: Text, n_range: tuple[int, int] = (3, 5), max_stop_share: float = 0.5,
@@ -488,7 +489,8 @@ class CascadeEngine:
         self._bt: list[float] = []
         self._btext: list[list[str]] = []  # words, to name the n-grams that become cascades
         self._buffered = 0
-        self._words: dict[int, str] = {}  # cascade id -> its words
+        self._words = bytearray()  # the cascades' words (UTF-8), by number, one after another
+        self._word_ends = array("Q", [0])
         self._exposure: dict[int, _Exposure] = {}
         self._edges = _EdgeIndex()
         self.adoptions_total = 0
@@ -698,17 +700,24 @@ class CascadeEngine:
 
     def _name(self, crossed: np.ndarray, gn: np.ndarray, srcn: np.ndarray, origin: tuple,
               ) -> None:
-        """The words of n-grams that just became cascades, from a buffered text using them."""
+        """The words of n-grams that just became cascades (``crossed``, sorted: the order they
+        are numbered in), from a buffered text using them."""
         part_ends, where, text_of, offsets, texts = origin
         pick = _member(gn, crossed)
-        ids, idx = np.unique(gn[pick], return_index=True)
+        _, idx = np.unique(gn[pick], return_index=True)
         flat = srcn[pick][idx]
         ns = self.config.n_range[0] + np.searchsorted(part_ends, flat, side="right")
         ti = text_of[flat]
         starts = where[flat] - offsets[ti]
-        for gid, n, t, start in zip(ids.tolist(), ns.tolist(), ti.tolist(), starts.tolist(),
-                                    strict=True):
-            self._words[gid] = ngram_text(texts[t], n, start)
+        for n, t, start in zip(ns.tolist(), ti.tolist(), starts.tolist(), strict=True):
+            words = ngram_text(texts[t], n, start).encode()
+            self._words += words
+            self._word_ends.append(len(self._words))
+
+    def _word(self, gid: int) -> str:
+        """A cascade's words (cascades are numbered in id order within a merge, as named)."""
+        no = int(self._cnos[np.searchsorted(self._cids, np.uint64(gid))])
+        return self._words[self._word_ends[no]:self._word_ends[no + 1]].decode()
 
     def _evict(self) -> None:
         """Drop the non-cascade n-grams with the fewest adopters (oldest first) and their
@@ -751,7 +760,7 @@ class CascadeEngine:
     def sizes(self) -> dict[str, int]:
         """Cascade sizes (distinct adopters) by n-gram."""
         ids, sizes = self._cascades()
-        return {self._words[g]: s for g, s in zip(ids.tolist(), sizes.tolist(), strict=True)}
+        return {self._word(g): s for g, s in zip(ids.tolist(), sizes.tolist(), strict=True)}
 
     def tracked(self) -> int:
         self._flush()
@@ -760,7 +769,8 @@ class CascadeEngine:
     def nbytes(self) -> int:
         return int(self._keys.nbytes + self._size.nbytes + self._last.nbytes
                    + self._big.nbytes() + self._small.nbytes() + self._cids.nbytes
-                   + self._cnos.nbytes + 12 * self._ntt)
+                   + self._cnos.nbytes + 12 * self._ntt + len(self._words)
+                   + 8 * len(self._word_ends))
 
     def _gram_id(self, ngram: str) -> int:
         words = Text.of(ngram).words
@@ -890,7 +900,7 @@ class CascadeEngine:
             if rank < cfg.shown:
                 times = self._adopters(gid)[1]
                 listed.append({
-                    "ngram": self._words[gid], "size": size,
+                    "ngram": self._word(gid), "size": size,
                     "first": datetime_iso(float(times.min())),
                     "last": datetime_iso(float(times.max())),
                     "adopters": [] if ex is None else [
