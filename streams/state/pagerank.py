@@ -252,6 +252,20 @@ class WindowPageRank:
         self._slot_free.extend(range(size - 1, n, -1))
         return n
 
+    def _compact(self) -> None:
+        """Move the live edges to the first slots once fewer than half the slots below the
+        high-water mark are live (after a window shrank): O(live edges), at most once per
+        halving, so the iteration's pass stays within 2x the live edges."""
+        keys = list(self._slot)
+        old = np.fromiter(self._slot.values(), np.int64, len(keys))
+        m = len(keys)
+        for a in (self._es, self._ed, self._ew):
+            a[:m] = a[old]
+            a[m:] = 0
+        self._slot = dict(zip(keys, range(m), strict=True))
+        self._slot_free = list(range(len(self._es) - 1, m - 1, -1))  # reused lowest first
+        self._hi = m
+
     def vector(self) -> tuple[Names, np.ndarray]:
         """(agent names, PageRank) over the live nodes, brought up to date."""
         size = len(self._name)
@@ -261,6 +275,8 @@ class WindowPageRank:
         if not n:
             return Names(ids, []), np.zeros(0)
         if self._dirty:
+            if self._hi > 1024 and 2 * len(self._slot) < self._hi:
+                self._compact()
             # every slot below the high-water mark, free ones included (weight 0: they add
             # nothing); COO: the product runs straight over the slots, no sort into CSR
             hi = self._hi

@@ -214,3 +214,31 @@ def test_window_pagerank_on_100k_synthetic_edges() -> None:
                 checked += 1
         g.add(e)
     assert checked == 2
+
+
+def test_window_pagerank_compacts_its_slots_when_the_window_shrinks() -> None:
+    import random
+
+    from streams.state.pagerank import WindowPageRank, pagerank_exact
+
+    rng = random.Random(5)
+    edges = {(f"a{rng.randrange(400)}", f"a{rng.randrange(400)}"): rng.randrange(1, 4)
+             for _ in range(6000)}
+    edges = {k: v for k, v in edges.items() if k[0] != k[1]}
+    pr = WindowPageRank()
+    pr.apply(edges)
+    pr.vector()
+    hi = pr._hi
+    gone = dict(list(edges.items())[: len(edges) * 3 // 4])
+    pr.apply({k: -v for k, v in gone.items()})
+    left = {k: v for k, v in edges.items() if k not in gone}
+    est = pr.scores()
+    assert pr._hi == len(left) < hi / 2  # compacted
+    exact = pagerank_exact(left)
+    assert sum(abs(est[k] - exact[k]) for k in exact) < 5.7e-3
+    pr.apply({("x", "y"): 1, next(iter(left)): 2})  # slots reused after compaction
+    left[("x", "y")] = 1
+    left[next(iter(left))] += 2
+    est = pr.scores()
+    exact = pagerank_exact(left)
+    assert set(est) == set(exact) and sum(abs(est[k] - exact[k]) for k in exact) < 5.7e-3
