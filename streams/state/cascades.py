@@ -593,7 +593,7 @@ class CascadeEngine:
         ci = np.flatnonzero(_member(gu, self._cids)) if len(self._cids) else np.empty(0, np.int64)
         cno = self._cnos[np.searchsorted(self._cids, gu[ci])]
         ag = (ku[ci] & AGENT_MASK).astype(np.int64)
-        ob = np.lexsort((ag, cno))
+        ob = np.argsort((cno.astype(np.uint64) << np.uint64(32)) | ag.astype(np.uint64))
         ci, cno, ag = ci[ob], cno[ob], ag[ob]
         found_b, at_b = self._big.find(cno, ag, self._ta)
         self._earliest(self._big.ev, at_b[found_b], tu[ci[found_b]], xu[ci[found_b]])
@@ -603,7 +603,10 @@ class CascadeEngine:
         rest = np.flatnonzero(rest)
         found_s, at_s = self._small.find(ku[rest], gu[rest])
         self._earliest(self._small.st, at_s[found_s], tu[rest[found_s]], xu[rest[found_s]])
-        new = np.sort(np.concatenate((ci[~found_b], rest[~found_s])))
+        fresh = np.zeros(len(ku), bool)  # in key order, without a sort
+        fresh[ci[~found_b]] = True
+        fresh[rest[~found_s]] = True
+        new = np.flatnonzero(fresh)
         self.adoptions_total += len(new)
         cascade, crossed = self._count(gu[new], tu[new], src[new], origin)
         is_cascade = np.zeros(len(ku), bool)
@@ -630,7 +633,8 @@ class CascadeEngine:
                 small.keep(keep)
             jt = np.concatenate(texts)
             jc = self._cnos[np.searchsorted(self._cids, np.concatenate(gids))]
-            order = np.lexsort((self._ta[jt], jc))  # new cascades: appended, after the others
+            # new cascades: appended, after the others
+            order = np.argsort((jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt])
             adds.append((jc[order], jt[order], np.full(len(jt), len(self._big))))
         self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)))
         if len(self._keys) > self.config.max_tracked:
@@ -709,10 +713,13 @@ class CascadeEngine:
         ns = self.config.n_range[0] + np.searchsorted(part_ends, flat, side="right")
         ti = text_of[flat]
         starts = where[flat] - offsets[ti]
-        for n, t, start in zip(ns.tolist(), ti.tolist(), starts.tolist(), strict=True):
-            words = ngram_text(texts[t], n, start).encode()
-            self._words += words
-            self._word_ends.append(len(self._words))
+        blob = "\n".join([ngram_text(texts[t], n, start) for n, t, start
+                          in zip(ns.tolist(), ti.tolist(), starts.tolist(), strict=True)]
+                         ).encode()  # words hold no newline
+        seps = np.flatnonzero(np.frombuffer(blob, np.uint8) == ord("\n"))
+        ends = len(self._words) + np.r_[seps, len(blob)] - np.arange(len(seps) + 1)
+        self._words += blob.replace(b"\n", b"")
+        self._word_ends.extend(ends.tolist())
 
     def _word(self, gid: int) -> str:
         """A cascade's words (cascades are numbered in id order within a merge, as named)."""
