@@ -54,8 +54,8 @@ side effect: what it reports depends on the events and on event time only, so th
 reducer, which snapshots every second, and a replay agree.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
-adopter count, last adoption) plus 20 bytes per adoption of a non-cascade (key, id, text) in
-its store; 4 bytes per cascade adoption (its text) and 32 per cascade plus its words; 12
+adopter count, last adoption) plus 12 bytes per adoption of a non-cascade (id, text) in its
+store; 4 bytes per cascade adoption (its text) and 32 per cascade plus its words; 12
 bytes per text (time and agent); the buffer (~10 bytes a buffered pair: word ids and the
 texts' word lists). When full, the n-grams that are not cascades with the fewest adopters
 (oldest first) are evicted down to ``evict_to`` x ``max_tracked``, with their adoptions (a
@@ -102,7 +102,7 @@ AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption
 AGENT_MASK = np.uint64((1 << AGENT_BITS) - 1)
 PREFIX_MASK = ~AGENT_MASK
 BYTES_PER_NGRAM = 8 + 4 + 8  # id, adopters, last adoption
-BYTES_PER_ADOPTION = 8 + 8 + 4  # an n-gram's: key, id, text of first use
+BYTES_PER_ADOPTION = 8 + 4  # a non-cascade n-gram's: id, text of first use
 BYTES_PER_CASCADE_ADOPTION = 4  # a cascade's: its text of first use (the agent is the text's)
 BYTES_PER_TEXT = 8 + 4  # each text's time and agent (first uses refer to their text)
 BYTES_PER_CASCADE = 8 + 8 + 8 + 8  # its id, number, segment start, end of its words (+ words)
@@ -266,68 +266,81 @@ def _placed(column: np.ndarray, values: np.ndarray, at: np.ndarray, old: np.ndar
 
 
 class _Store:
-    """Adoptions of the n-grams that are not cascades, sorted by key (n-gram id prefix |
-    agent): key, n-gram id, first use (index of the text in the engine's text times)."""
+    """Adoptions of the n-grams that are not cascades, sorted by (n-gram id prefix, agent, id):
+    n-gram id and first use (index of the text in the engine's text table, whose agent is the
+    adopter's). The prefix is the id's top bits, so the ids themselves locate a prefix's range
+    (their prefixes are sorted) and no key is stored: 12 bytes an adoption."""
 
-    __slots__ = ("sk", "sg", "st")
+    __slots__ = ("sg", "st")
 
     def __init__(self) -> None:
-        self.sk = np.empty(0, np.uint64)
         self.sg = np.empty(0, np.uint64)
         self.st = np.empty(0, np.uint32)
 
     def __len__(self) -> int:
-        return len(self.sk)
+        return len(self.sg)
 
     def nbytes(self) -> int:
-        return self.sk.nbytes + self.sg.nbytes + self.st.nbytes
+        return self.sg.nbytes + self.st.nbytes
 
-    def find(self, ku: np.ndarray, gu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(found mask, position when found else insertion point) of pairs (sorted keys)."""
-        sk, sg = self.sk, self.sg
-        pos = np.searchsorted(sk, ku)
-        hit = pos < len(sk)
-        hit[hit] = sk[pos[hit]] == ku[hit]
-        found = hit.copy()
-        found[hit] = sg[pos[hit]] == gu[hit]
-        at = pos.copy()
-        for i in np.flatnonzero(hit & ~found):  # same key, another n-gram: look along the run
-            j = int(pos[i])
-            while j < len(sk) and sk[j] == ku[i]:
-                if sg[j] == gu[i]:
-                    found[i], at[i] = True, j
-                    break
+    def _range(self, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        prefix = gids & PREFIX_MASK
+        return (np.searchsorted(self.sg, prefix),
+                np.searchsorted(self.sg, prefix | ~PREFIX_MASK, side="right"))
+
+    def find(self, ku: np.ndarray, gu: np.ndarray, text_agent: np.ndarray,
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """(found mask, position when found else insertion point) of pairs (sorted keys, then
+        ids): the prefix's range, a vectorised binary search by agent within it."""
+        lo, end = self._range(gu)
+        if not len(self.sg):
+            return np.zeros(len(gu), bool), lo
+        agent = (ku & AGENT_MASK).astype(np.int64)
+        hi, last = end.copy(), len(self.sg) - 1
+        for _ in range(int((end - lo).max(initial=0)).bit_length()):
+            mid = (lo + hi) >> 1
+            less = text_agent[self.st[np.minimum(mid, last)]] < agent
+            open_ = lo < hi
+            lo = np.where(open_ & less, mid + 1, lo)
+            hi = np.where(open_ & ~less, mid, hi)
+        found = lo < end
+        p = np.minimum(lo, last)
+        same = found & (text_agent[self.st[p]] == agent)
+        found = same & (self.sg[p] == gu)
+        at = lo.copy()
+        sg, st = self.sg, self.st
+        for i in np.flatnonzero(same & ~found):  # same prefix and agent, another n-gram
+            j = int(lo[i])
+            while j < end[i] and text_agent[st[j]] == agent[i] and sg[j] < gu[i]:
                 j += 1
+            at[i] = j
+            found[i] = j < end[i] and text_agent[st[j]] == agent[i] and sg[j] == gu[i]
         return found, at
 
-    def add(self, k: np.ndarray, g: np.ndarray, t: np.ndarray, pos: np.ndarray) -> None:
-        """Insert pairs (sorted by key, none present) at their insertion points ``pos`` (as
+    def add(self, g: np.ndarray, t: np.ndarray, pos: np.ndarray) -> None:
+        """Insert pairs (in store order, none present) at their insertion points ``pos`` (as
         :meth:`find` gives them)."""
-        if len(k):
-            at, old = _places(pos, len(self.sk))
-            self.sk = _placed(self.sk, k, at, old)
+        if len(g):
+            at, old = _places(pos, len(self.sg))
             self.sg = _placed(self.sg, g, at, old)
             self.st = _placed(self.st, t, at, old)
 
     def keep(self, mask: np.ndarray) -> None:
-        self.sk, self.sg, self.st = self.sk[mask], self.sg[mask], self.st[mask]
+        self.sg, self.st = self.sg[mask], self.st[mask]
 
     def where(self, gids: np.ndarray) -> np.ndarray:
         """Positions of the adoptions of the n-grams ``gids`` (O(their adoptions + log),
         binary searches of their prefix ranges, no pass over the store)."""
-        prefix = np.unique(gids & PREFIX_MASK)  # n-grams sharing a prefix share a range
-        lo = np.searchsorted(self.sk, prefix)
-        counts = np.searchsorted(self.sk, prefix | AGENT_MASK, side="right") - lo
+        lo, hi = self._range(np.unique(gids & PREFIX_MASK))  # a shared prefix, one range
+        counts = hi - lo
         idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
         return idx[_member(self.sg[idx], gids)]
 
-    def of(self, gid: np.uint64) -> tuple[np.ndarray, np.ndarray]:
-        """(agent indices, first-use texts) of one n-gram's adoptions."""
-        prefix = gid & PREFIX_MASK
-        lo = np.searchsorted(self.sk, prefix)
-        hi = np.searchsorted(self.sk, prefix | AGENT_MASK, side="right")
-        mine = self.sg[lo:hi] == gid
-        return (self.sk[lo:hi][mine] & AGENT_MASK).astype(np.int64), self.st[lo:hi][mine]
+    def of(self, gid: np.uint64) -> np.ndarray:
+        """First-use texts of one n-gram's adoptions (agent order)."""
+        lo, hi = self._range(np.array([gid], np.uint64))
+        mine = self.sg[lo[0]:hi[0]] == gid
+        return self.st[lo[0]:hi[0]][mine]
 
 
 class _Cascades:
@@ -601,7 +614,7 @@ class CascadeEngine:
         rest = np.ones(len(ku), bool)
         rest[ci] = False
         rest = np.flatnonzero(rest)
-        found_s, at_s = self._small.find(ku[rest], gu[rest])
+        found_s, at_s = self._small.find(ku[rest], gu[rest], self._ta)
         self._earliest(self._small.st, at_s[found_s], tu[rest[found_s]], xu[rest[found_s]])
         fresh = np.zeros(len(ku), bool)  # in key order, without a sort
         fresh[ci[~found_b]] = True
@@ -613,7 +626,7 @@ class CascadeEngine:
         is_cascade[new] = cascade
         new_s, pos_s = rest[~found_s], at_s[~found_s]
         stay = ~is_cascade[new_s]
-        self._small.add(ku[new_s[stay]], gu[new_s[stay]], xu[new_s[stay]], pos_s[stay])
+        self._small.add(gu[new_s[stay]], xu[new_s[stay]], pos_s[stay])
         adds = [(cno[~found_b], xu[ci[~found_b]], at_b[~found_b])]
         if len(crossed):  # number the new cascades; their earlier adoptions join their store
             at, old = _places(np.searchsorted(self._cids, crossed), len(self._cids))
@@ -790,8 +803,8 @@ class CascadeEngine:
         if i < len(self._cids) and self._cids[i] == g:
             texts = self._big.of(int(self._cnos[i]))
             return self._ta[texts].astype(np.int64), self._tt[texts]
-        agents, texts = self._small.of(g)
-        return agents, self._tt[texts]
+        texts = self._small.of(g)
+        return self._ta[texts].astype(np.int64), self._tt[texts]
 
     def adopters(self, ngram: str) -> dict[str, float]:
         """Adopters of an n-gram and their first use (unix seconds)."""
