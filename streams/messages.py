@@ -87,7 +87,8 @@ def decode_society(payload: bytes) -> list[Forwarded] | ThreadsPartial:
         p = t["partial"]
         return ThreadsPartial(t["partition"], t["next_offset"], Partial(
             {k: Sums(**v) for k, v in p["by_bucket"].items()},
-            {k: Sums(**v) for k, v in p["by_day"].items()}, p["late_comments"]))
+            {k: Sums(**v) for k, v in p["by_day"].items()}, p["late_comments"],
+            [(due, day, b, bool(u)) for due, day, b, u in p.get("pending", ())]))
     out: list[Forwarded] = []
     view, i = memoryview(payload), len(MAGIC)
     while i < len(view):

@@ -33,6 +33,12 @@ from streams.state.threads import Partial, ThreadsConfig, ThreadsEngine
 
 #: Event ids remembered per partition (about 120 B an id).
 DEDUP_CAPACITY = 2_000_000
+#: Seconds of the partition's own event time a post's uncommented verdict waits past its
+#: horizon before the partition folds it into its sums; until then the post travels in the
+#: report's ``pending`` list and the reducer judges it at its own tick time (the replay's).
+#: Must be at least the pipeline's tick (10 s) for live to equal the replay at the end of a
+#: stream; an hour also covers a reducer lagging its partitions by less than that.
+VERDICT_MARGIN_S = 3600.0
 
 
 class Rejected(NamedTuple):
@@ -76,10 +82,11 @@ class PartitionState:
         return True
 
     def report(self) -> Partial | None:
-        """The partition's thread sums (expired up to its own watermark) if they changed since
-        the last report, else None."""
+        """The partition's thread sums (verdicts folded up to its own latest event time less
+        :data:`VERDICT_MARGIN_S`, the younger posts pending) if they changed since the last
+        report, else None."""
         if not self.news or self.latest is None:
             return None
         self.news = False
-        self.threads.expire(self.latest)
-        return self.threads.partial()
+        self.threads.expire(self.latest - VERDICT_MARGIN_S)
+        return self.threads.partial(pending=True)

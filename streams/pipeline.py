@@ -176,8 +176,10 @@ class Pipeline:
     def threads_snapshot(self) -> Snapshot:
         if self.config.threads_local:
             return self.threads.snapshot()
+        # the partitions' pending verdicts judged at this pipeline's last tick: the time the
+        # replay's local thread state was last expired at
         return totals_snapshot(merge(p for _, p in self._thread_partials.values()),
-                               self.config.threads.buckets)
+                               self.config.threads.buckets, judge_at=self._last_tick)
 
     def alerts_report(self) -> list[dict[str, Any]]:
         return self.detectors.report() if self.detectors is not None else []

@@ -8,12 +8,19 @@ Definitions (the paper gives the findings, not the formulas; these are our choic
 - ``thread_repliers{bucket}``: mean number of distinct commenting agents other than the post's
   author, over posts with at least one comment.
 - ``threads_uncommented_ratio{bucket}``: among posts at least ``horizon`` old (event time),
-  the share that got no comment within ``horizon`` of being posted. "Old" is judged by the
-  latest event time the engine saw (:meth:`ThreadsEngine.expire`): live, each events partition's
-  own, so a quiet partition's verdicts lag the busy ones'.
+  the share that got no comment within ``horizon`` of being posted. "Old" is judged at the
+  time :meth:`ThreadsEngine.expire` was last called with (the pipeline's tick). Live, each
+  events partition folds a verdict into its sums only once its own latest event time is
+  ``margin`` past the horizon, and reports the posts not yet folded (:attr:`Partial.pending`:
+  bounded by the ``horizon + margin`` youngest posts of the partition); the reducer judges
+  those against its own tick time (:func:`totals_snapshot` ``judge_at``), the time the
+  replay judges at, so live equals replay once the reducer has caught up with the
+  partitions (``margin`` >= the pipeline's tick).
 - bucket: the post's upvotes (``buckets`` are lower bounds; default 0, 1-4, 5-19, 20-99,
   100+), as last seen from its PostEvent or VoteEvents; a post's uncommented verdict is
-  bucketed by its upvotes when the horizon passes.
+  bucketed by its upvotes when the horizon passes: those of the latest event of the post
+  (post or vote) at or before ``created + horizon`` (later events do not move it, whenever
+  the verdict is taken, so partitions and the replay agree).
 
 - overall: the same three figures over every post, whatever its bucket (``threads_overall``).
 
@@ -122,12 +129,16 @@ class Partial:
     by_bucket: dict[str, Sums] = field(default_factory=dict)
     by_day: dict[str, Sums] = field(default_factory=dict)
     late_comments: int = 0
+    #: posts whose uncommented verdict is not in the sums yet: (horizon time, UTC day number
+    #: of the post, verdict bucket, uncommented so far), judged by :func:`totals_snapshot`
+    pending: list[tuple[float, int, str, bool]] = field(default_factory=list)
 
     def add(self, other: Partial) -> None:
         for mine, theirs in ((self.by_bucket, other.by_bucket), (self.by_day, other.by_day)):
             for k, s in theirs.items():
                 mine.setdefault(k, Sums()).add(s)
         self.late_comments += other.late_comments
+        self.pending += other.pending
 
 
 def merge(parts: Iterable[Partial]) -> Partial:
@@ -152,6 +163,8 @@ class _Thread:
     repliers: set[str] = field(default_factory=set)
     first_comment: float | None = None
     verdict: tuple[str, bool] | None = None  # (bucket at horizon, uncommented)
+    due_upvotes: int = 0  # upvotes of the latest event at or before the horizon
+    due_seen: float = float("-inf")  # that event's time
 
 
 class ThreadsEngine:
@@ -228,10 +241,12 @@ class ThreadsEngine:
         event = item.event
         if isinstance(event, VoteEvent):
             th = self._live.get(event.post_id) if event.target == "post" else None
-            if th is not None and th.upvotes != event.upvotes:
-                before = self._contrib(th)
-                th.upvotes = event.upvotes
-                self._change(th, before)
+            if th is not None:
+                self._due_upvotes(th, item.t, event.upvotes)
+                if th.upvotes != event.upvotes:
+                    before = self._contrib(th)
+                    th.upvotes = event.upvotes
+                    self._change(th, before)
             return
         if not isinstance(event, PostEvent | CommentEvent):
             return
@@ -251,6 +266,7 @@ class ThreadsEngine:
                 th.created = t
                 heapq.heappush(self._horizon, (t + self._horizon_s, pid))
                 heapq.heappush(self._retire, (t + self._retention_s, pid))
+            self._due_upvotes(th, t, event.upvotes)
         else:
             if th.author is None and th.created is None and event.post_author:
                 th.author = event.post_author
@@ -265,6 +281,10 @@ class ThreadsEngine:
                 th.first_comment = t
         self._change(th, before)
 
+    def _due_upvotes(self, th: _Thread, t: float, upvotes: int) -> None:
+        if t >= th.due_seen and (th.created is None or t <= th.created + self._horizon_s):
+            th.due_upvotes, th.due_seen = upvotes, t
+
     def expire(self, now: float) -> None:
         """Pass horizons (uncommented verdicts) and forget posts older than ``retention``."""
         while self._horizon and self._horizon[0][0] <= now:
@@ -273,7 +293,7 @@ class ThreadsEngine:
             if th is not None and th.created is not None:
                 before = self._contrib(th)
                 uncommented = th.first_comment is None or th.first_comment > due
-                th.verdict = (self._bucket(th.upvotes), uncommented)
+                th.verdict = (self._bucket(th.due_upvotes), uncommented)
                 self._change(th, before)
         while self._retire and self._retire[0][0] <= now:
             due, pid = heapq.heappop(self._retire)
@@ -287,9 +307,18 @@ class ThreadsEngine:
             for pid in list(self._done)[:keep]:
                 del self._done[pid]
 
-    def partial(self) -> Partial:
-        """This partition's sums (every post seen, live ones as they stand): a copy."""
+    def partial(self, pending: bool = False) -> Partial:
+        """This partition's sums (every post seen, live ones as they stand): a copy; with
+        ``pending``, also the posts whose verdict :meth:`expire` has not taken yet (live: the
+        reducer takes them at its own time)."""
         out = Partial(late_comments=self._late_comments)
+        if pending:
+            for due, pid in self._horizon:
+                th = self._live.get(pid)
+                if th is not None and th.created is not None and th.verdict is None:
+                    out.pending.append((due, int(th.created // 86400),
+                                        self._bucket(th.due_upvotes),
+                                        th.first_comment is None or th.first_comment > due))
         for b, row in self._by_bucket.items():
             out.by_bucket[b] = Sums(*row)
         for d in sorted(self._by_day)[-self.config.days_kept:]:
@@ -314,8 +343,22 @@ class ThreadsEngine:
         return len(self._live)
 
 
-def totals_snapshot(total: Partial, buckets: tuple[int, ...] = DEFAULT_BUCKETS) -> Snapshot:
-    """The Snapshot of (merged) partial sums."""
+def totals_snapshot(total: Partial, buckets: tuple[int, ...] = DEFAULT_BUCKETS,
+                    judge_at: float | None = None) -> Snapshot:
+    """The Snapshot of (merged) partial sums; the pending verdicts whose horizon is at or
+    before ``judge_at`` (None: none) are counted as :meth:`ThreadsEngine.expire` at
+    ``judge_at`` would."""
+    if judge_at is not None and total.pending:
+        judged = Partial(late_comments=total.late_comments)
+        judged.add(Partial(total.by_bucket, total.by_day))  # a copy: the sums are not moved
+        for due, day, bucket, uncommented in total.pending:
+            if due <= judge_at:
+                label = datetime.fromtimestamp(day * 86400, UTC).date().isoformat()
+                for s in (judged.by_bucket.setdefault(bucket, Sums()),
+                          judged.by_day.setdefault(label, Sums())):
+                    s.matured += 1
+                    s.matured_uncommented += int(uncommented)
+        total = judged
     samples: list[Sample] = []
     for label in bucket_labels(buckets):
         s = total.by_bucket.get(label, Sums())
