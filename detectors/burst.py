@@ -18,21 +18,22 @@ adopters) are one incident, keyed by the earliest-born n-gram, which stays track
 ``max_age_s`` while it keeps gaining adopters (none for ``quiet_s`` ends it). The evidence
 carries the readable phrase (recovered from the text that made it a candidate).
 
-Cost: per text, a handful of C-level set operations over its n-gram ids (amortised O(n-grams),
-about two hash look-ups an n-gram with the defaults, no Python loop over them); Python work only
-for the n-grams born recently and seen again (a verbatim repeat of a recent text promotes all its
-n-grams: the real-text benchmark, which resamples real texts whole, is the worst case). Expiry
-is by generations: the n-grams seen are kept in sets of ``memory_s / seen_generations`` of event
-time each (12 h by default), the singly-used young n-grams in dicts of ``max_age_s /
-young_generations`` (3 h); dropping the oldest generation is one deallocation, never a scan. An
-n-gram is therefore old when seen within the last ``memory_s`` (and at most ``memory_s +
-memory_s / seen_generations`` ago, 24 h: the bound of the generation scheme); a single's age is
-checked exactly when it is used again.
+Cost: texts are buffered and handled in one vectorised NumPy pass once the buffer spans
+``flush_s`` (30 s) of event time or holds ``batch`` texts (findings therefore come at most
+``flush_s`` late; batching changes nothing else: the same result as one text at a time, tested).
+A pass sorts the batch's word n-gram ids, looks them up in one open-addressing hash table over
+NumPy arrays (n-gram id -> time last seen, record of the text that gave it birth, young flag) and
+writes them back; Python work only for the uses that may adopt a young n-gram or promote a single
+(a verbatim repeat of a recent text by another agent promotes all its n-grams: the real-text
+benchmark, which resamples real texts whole, is the worst case). Old-ness is exact: an n-gram is
+old when last seen at most ``memory_s`` before; entries unseen for ``memory_s`` are dropped when
+the table is rebuilt (when it would pass half full), a single's age is checked exactly when it
+is used again.
 
-Memory: the distinct n-grams of ``memory_s`` (one set entry each per generation they occur in;
-when the seen sets exceed ``max_seen`` entries the oldest generation goes early), one dict entry
-per n-gram born within ``max_age_s`` with a single adopter (pointing at its text's record), and
-the adopters (at most ``max_adopters``) of the few with more. Items without an author count as
+Memory: the distinct n-grams of ``memory_s`` (25 bytes a slot, at most 4 slots an n-gram; over
+``max_seen`` n-grams the least recently seen go first, the only departure from the definition),
+one record per text within ``max_age_s`` that gave birth to n-grams, and the adopters (at most
+``max_adopters``) of the young n-grams with two or more. Items without an author count as
 texts and make n-grams old, but adopt nothing.
 
 >>> from streams.state.base import Item
@@ -51,12 +52,15 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from detectors.alert import Finding, Severity
 from streams.events import CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
+from streams.text import Text
 
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS)
 
@@ -73,10 +77,10 @@ class BurstConfig:
     memory_s: float = 12 * 3600.0
     warmup_s: float = 3600.0
     warmup_texts: int = 1000
-    seen_generations: int = 1
-    young_generations: int = 1
     max_seen: int = 20_000_000
     max_adopters: int = 500
+    batch: int = 4096
+    flush_s: float = 30.0
 
 
 @dataclass(slots=True)
@@ -97,21 +101,119 @@ def _post_id(item: Item) -> str:
     return f"{e.post_id}/{e.comment_id}" if isinstance(e, CommentEvent) else e.post_id
 
 
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+class _SeenTable:
+    """Open-addressing hash table (linear probing) over NumPy arrays: n-gram id -> time last
+    seen and record of the text that gave it birth (-1: none, or never a burst). Lookups and
+    inserts are vectorised over a batch of distinct ids; dead entries (unseen for ``memory_s``)
+    are dropped when the table is rebuilt, which happens when the load would pass one half."""
+
+    def __init__(self, bits: int = 12) -> None:
+        self._alloc(bits)
+        self.count = 0
+
+    def _alloc(self, bits: int) -> None:
+        self.bits = bits
+        self.mask = np.uint64((1 << bits) - 1)
+        self.keys = np.zeros(1 << bits, np.uint64)  # 0: empty (id 0 is stored as 1)
+        self.last = np.zeros(1 << bits, np.float64)
+        self.rec = np.full(1 << bits, -1, np.int64)
+        self.young = np.zeros(1 << bits, bool)
+
+    def _slots(self, keys: np.ndarray) -> np.ndarray:
+        return ((keys * _MIX) >> np.uint64(64 - self.bits)).astype(np.int64)
+
+    def find(self, keys: np.ndarray) -> np.ndarray:
+        """Slot of each (distinct, non-zero) key, -1 when absent."""
+        out = np.full(len(keys), -1, np.int64)
+        slots = self._slots(keys)
+        pend = np.arange(len(keys))
+        mask = int(self.mask)
+        while len(pend):
+            s = slots[pend]
+            k = self.keys[s]
+            hit = k == keys[pend]
+            out[pend[hit]] = s[hit]
+            go = ~hit & (k != 0)
+            pend = pend[go]
+            slots[pend] = (s[go] + 1) & mask
+        return out
+
+    def insert(self, keys: np.ndarray) -> np.ndarray:
+        """Slots for distinct keys known to be absent (the caller keeps the load under 1/2)."""
+        out = np.empty(len(keys), np.int64)
+        slots = self._slots(keys)
+        pend = np.arange(len(keys))
+        mask = int(self.mask)
+        while len(pend):
+            s = slots[pend]
+            free = self.keys[s] == 0
+            # one winner per free slot; the others probe on
+            cand = pend[free]
+            _, first = np.unique(s[free], return_index=True)
+            win = cand[first]
+            self.keys[slots[win]] = keys[win]
+            out[win] = slots[win]
+            lost = np.ones(len(pend), bool)
+            lost[np.flatnonzero(free)[first]] = False
+            pend = pend[lost]
+            slots[pend] = (slots[pend] + 1) & mask
+        self.count += len(keys)
+        return out
+
+    def reserve(self, extra: int, now: float, memory_s: float, max_seen: int) -> None:
+        """Room for ``extra`` new keys at load <= 1/2: drop the dead (unseen within
+        ``memory_s`` of ``now``) and, over ``max_seen``, the least recently seen; grow if need
+        be."""
+        if 2 * (self.count + extra) <= len(self.keys):
+            return
+        live = (self.keys != 0) & (self.last >= now - memory_s)
+        keys, last, rec, young = (self.keys[live], self.last[live], self.rec[live],
+                                  self.young[live])
+        if len(keys) > max_seen:
+            keep = np.argsort(last, kind="stable")[len(keys) - max_seen:]
+            keys, last, rec, young = keys[keep], last[keep], rec[keep], young[keep]
+        bits = max(12, int(4 * (len(keys) + extra)).bit_length())
+        self._alloc(bits)
+        self.count = 0
+        s = self.insert(keys)
+        self.last[s] = last
+        self.rec[s] = rec
+        self.young[s] = young
+
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.last.nbytes + self.rec.nbytes + self.young.nbytes
+
+
+class _Text(NamedTuple):
+    t: float
+    author: str | None
+    post: str
+    thread: str
+    ids: np.ndarray
+    text: Text
+    warm: bool  # in the warm-up: its n-grams are only seen
+    texts_before: int
+
+
 class BurstDetector:
     type = "burst"
 
     def __init__(self, config: BurstConfig | None = None) -> None:
-        self.cfg = cfg = config or BurstConfig()
-        self._seen_gen_s = cfg.memory_s / cfg.seen_generations
-        self._young_gen_s = cfg.max_age_s / cfg.young_generations
-        # (generation index, the n-grams seen in it), newest last
-        self._seen: deque[tuple[int, set[int]]] = deque()
-        # (generation index, n-gram -> record of its only adopter's text), newest last
-        self._single: deque[tuple[int, dict[int, int]]] = deque()
+        self.cfg = config or BurstConfig()
+        self._table = _SeenTable()
         # (t, author, post id, texts before it, thread) of the texts that gave birth to n-grams, in
         # order; a record's number is its position plus the number of records dropped
         self._records: deque[tuple[float, str | None, str, int, str]] = deque()
         self._record_base = 0
+        # the records' times and author numbers (-1: none) from record number _arr_base on
+        self._rec_t = np.zeros(1024, np.float64)
+        self._rec_a = np.zeros(1024, np.int64)
+        self._arr_base = 0
+        self._author_no: dict[str, int] = {}
+        self._buf: list[_Text] = []
         self._young: dict[int, _Young] = {}
         self._young_due: list[tuple[float, int]] = []  # heap: (when to re-check, n-gram)
         self._start: float | None = None
@@ -123,95 +225,168 @@ class BurstDetector:
     def update(self, item: Item) -> None:
         if item.text is None or not isinstance(item.event, PostEvent | CommentEvent):
             return
-        cfg, t, author = self.cfg, item.t, item.author
+        cfg, t = self.cfg, item.t
         if self._start is None:
             self._start = t
         self._texts += 1
-        if author is None:
+        if item.author is None:
             self._anonymous += 1
-        ids = item.text.word_ngram_ids(cfg.n).tolist()
-        grams = set(ids)
-        if not grams:
+        ids = item.text.word_ngram_ids(cfg.n)
+        if not len(ids):
             return
-        gen = int(t // self._seen_gen_s)
-        if not self._seen or self._seen[-1][0] < gen:
-            self._seen.append((gen, set()))
-        if not (t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts):
-            self._seen[-1][1].update(grams)  # warm-up: everything seen is old
+        warm = not (t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts)
+        self._buf.append(_Text(t, item.author, _post_id(item), item.event.post_id, ids, item.text,
+                               warm, self._texts - 1))
+        if len(self._buf) >= self.cfg.batch:
+            self._flush()
+
+    def _flush(self) -> None:
+        """The buffered texts in one vectorised pass (module doc): the same result as one text at
+        a time, in order."""
+        buf, self._buf = self._buf, []
+        if not buf:
             return
-        # young and single n-grams are in the seen sets since their birth: only the old ones
-        # of this text can be young or single
-        new = grams.difference(*(s for _, s in reversed(self._seen)))
-        self._seen[-1][1].update(grams)
-        if len(new) < len(grams):
-            grams.difference_update(new)
-            self._old(grams, item, ids)
-        if new:
-            ygen = int(t // self._young_gen_s)
-            if not self._single or self._single[-1][0] < ygen:
-                self._single.append((ygen, {}))
-            self._records.append((t, author, _post_id(item), self._texts - 1,
-                                  item.event.post_id))
-            self._single[-1][1].update(dict.fromkeys(new, self._record_base
-                                                     + len(self._records) - 1))
+        cfg, table = self.cfg, self._table
+        lens = np.fromiter((len(b.ids) for b in buf), np.int64, len(buf))
+        times = np.fromiter((b.t for b in buf), np.float64, len(buf))
+        warm = np.fromiter((b.warm for b in buf), bool, len(buf))
+        keys = np.concatenate([b.ids for b in buf]) if len(buf) > 1 else buf[0].ids.copy()
+        keys[keys == 0] = 1  # 0 marks an empty slot
+        tix = np.repeat(np.arange(len(buf)), lens)
+        pos = np.arange(len(keys)) - np.repeat(np.cumsum(lens) - lens, lens)
+        order = np.argsort(keys, kind="stable")  # by n-gram, then text order, then position
+        k, tx, ps = keys[order], tix[order], pos[order]
+        first = np.ones(len(k), bool)  # an n-gram's first position in each text
+        first[1:] = (k[1:] != k[:-1]) | (tx[1:] != tx[:-1])
+        k, tx, ps = k[first], tx[first], ps[first]
+        head = np.ones(len(k), bool)  # an n-gram's first text in the batch
+        head[1:] = k[1:] != k[:-1]
+        gstart = np.flatnonzero(head)
+        gid = np.cumsum(head) - 1
+        ukeys = k[gstart]
+        table.reserve(len(ukeys), float(times.min()), cfg.memory_s, cfg.max_seen)
+        slot = table.find(ukeys)
+        absent = slot < 0
+        last = table.last[slot]
+        rec = table.rec[slot]
+        last[absent] = -np.inf
+        rec[absent] = -1
+        slot[absent] = table.insert(ukeys[absent])
+        t_use = times[tx]
+        t1 = t_use[gstart]
+        old1 = t1 - last <= cfg.memory_s  # seen within memory_s before its first text here
+        w1 = warm[tx[gstart]]
+        born = ~old1 & ~w1
+        rec = np.where(old1, rec, -1)
+        if born.any():
+            births = np.unique(tx[gstart[born]])
+            numbers = np.full(len(buf), -1, np.int64)
+            numbers[births] = self._record_base + len(self._records) + np.arange(len(births))
+            for i in births.tolist():
+                self._add_record(buf[i])
+            rec[born] = numbers[tx[gstart[born]]]
+        table.last[slot] = np.maximum(last, np.maximum.reduceat(t_use, gstart))
+        table.rec[slot] = rec
+        # the uses: every later text of an n-gram here, and its first if it was old, outside the
+        # warm-up; those that may do something (adopt a young, promote a single) go to Python
+        use = ~warm[tx]
+        use[gstart[~old1]] = False
+        r = rec[gid]
+        use &= r >= 0
+        if not use.any():
+            return
+        idx = r - self._arr_base
+        ok = use & (idx >= 0)
+        idx = np.where(ok, idx, 0)
+        authors = np.fromiter((-1 if b.author is None else self._author_no.get(b.author, -2)
+                               for b in buf), np.int64, len(buf))
+        a_use = authors[tx]
+        may = ok & (t_use - self._rec_t[idx] <= cfg.max_age_s) & (a_use != -1) \
+            & (a_use != self._rec_a[idx])
+        if self._young:
+            may |= use & table.young[slot[gid]]
+        if not may.any():
+            return
+        # every use of an n-gram from its first that may do something on (a promotion makes
+        # its later uses adoptions)
+        gmay = np.zeros(len(ukeys), bool)
+        gmay[gid[may]] = True
+        cand = np.flatnonzero(use & gmay[gid])
+        cand = cand[np.lexsort((ps[cand], tx[cand]))]
+        dead: set[int] = set()
+        for g, i, p, rc, sl in zip(k[cand].tolist(), tx[cand].tolist(), ps[cand].tolist(),
+                                   r[cand].tolist(), slot[gid[cand]].tolist(), strict=True):
+            b = buf[i]
+            y = self._young.get(g)
+            if y is not None:
+                y.uses += 1
+                self._dirty.add(g)
+                if b.author is not None and b.author not in y.adopters \
+                        and len(y.adopters) < cfg.max_adopters:
+                    y.adopters[b.author] = b.t
+                    y.posts.append(b.post)
+                    y.threads.add(b.thread)
+            elif g not in dead and self._promote(g, rc, b, p):
+                dead.add(g)
+                if g in self._young:
+                    table.young[sl] = True
+                else:
+                    table.rec[sl] = -1  # never a burst, or no longer young
 
-    def _old(self, grams: set[int], item: Item, ids: list[int]) -> None:
-        """The n-grams of a text seen before: adoption of the young, promotion of the single."""
-        cfg, t, author = self.cfg, item.t, item.author
-        young = self._young.keys() & grams if self._young else ()
-        for g in young:
-            y = self._young[g]
-            y.uses += 1
-            self._dirty.add(g)
-            if author is not None and author not in y.adopters \
-                    and len(y.adopters) < cfg.max_adopters:
-                y.adopters[author] = t
-                y.posts.append(_post_id(item))
-                y.threads.add(item.event.post_id)
-        for _, singles in self._single:
-            for g in singles.keys() & grams:
-                if self._promote(g, singles[g], item, ids):
-                    del singles[g]
+    def _add_record(self, b: _Text) -> None:
+        n = self._record_base + len(self._records) - self._arr_base
+        if n >= len(self._rec_t):
+            self._rec_t = np.resize(self._rec_t, 2 * n)
+            self._rec_a = np.resize(self._rec_a, 2 * n)
+        self._rec_t[n] = b.t
+        if b.author is None:
+            self._rec_a[n] = -1
+        else:
+            self._rec_a[n] = self._author_no.setdefault(b.author, len(self._author_no))
+        self._records.append((b.t, b.author, b.post, b.texts_before, b.thread))
 
-    def _promote(self, g: int, rec: int, item: Item, ids: list[int]) -> bool:
-        """A singly-used young n-gram used again: tracked in full from a second adopter on.
-        False while it is still singly used (the same agent again, or no agent)."""
+    def _promote(self, g: int, rec: int, b: _Text, p: int) -> bool:
+        """A singly-used young n-gram used again (by text ``b`` at word ``p``): tracked in full
+        from a second adopter on. False while it is still singly used (the same agent again, or
+        no agent)."""
         i = rec - self._record_base
         if i < 0:
             return True  # its record is older than max_age_s: no longer young
         born, first, post, texts_before, thread = self._records[i]
-        author = item.author
-        if item.t - born > self.cfg.max_age_s:
+        if b.t - born > self.cfg.max_age_s:
             return True
-        if author is None or first == author:
+        if b.author is None or first == b.author:
             return False
-        i = ids.index(g)
-        words = item.text.words[i:i + self.cfg.n]  # type: ignore[union-attr]
+        words = b.text.words[p:p + self.cfg.n]
         if sum(w in STOP_WORDS for w in words) * 2 > self.cfg.n:
             return True  # over half stop-words: never a burst
         phrase = " ".join(words)
         adopters = {first: born} if first is not None else {}
-        adopters[author] = item.t
-        self._young[g] = _Young(phrase, born, texts_before, 2, adopters, [post, _post_id(item)],
-                                {thread, item.event.post_id})
+        adopters[b.author] = b.t
+        self._young[g] = _Young(phrase, born, texts_before, 2, adopters, [post, b.post],
+                                {thread, b.thread})
         heapq.heappush(self._young_due, (born + self.cfg.max_age_s, g))
         self._dirty.add(g)
         return True
 
+    def _due(self, now: float) -> None:
+        """Flush the buffer once it spans ``flush_s`` of event time (or is full)."""
+        if self._buf and now - self._buf[0].t >= self.cfg.flush_s:
+            self._flush()
+
     def expire(self, now: float) -> None:
         cfg = self.cfg
-        oldest = int((now - cfg.memory_s) // self._seen_gen_s)
-        while self._seen and (self._seen[0][0] < oldest
-                              or sum(len(s) for _, s in self._seen) > cfg.max_seen
-                              and len(self._seen) > 1):
-            self._seen.popleft()
-        oldest = int((now - cfg.max_age_s) // self._young_gen_s)
-        while self._single and self._single[0][0] < oldest:
-            self._single.popleft()
+        if self._young_due and self._young_due[0][0] < now:
+            self._flush()  # the young due now take their buffered uses first
+        else:
+            self._due(now)
         while self._records and now - self._records[0][0] > cfg.max_age_s:
             self._records.popleft()
             self._record_base += 1
+        if self._record_base - self._arr_base > max(1024, len(self._records)):
+            self._compact_records()
         # past max_age an n-gram is no longer young, unless its open burst still spreads
+        gone: list[int] = []
         while self._young_due and self._young_due[0][0] < now:
             _, g = heapq.heappop(self._young_due)
             y = self._young.get(g)
@@ -223,9 +398,26 @@ class BurstDetector:
                                                  + 1.0, g))
             else:
                 del self._young[g]
+                gone.append(g)
+        if gone:
+            at = self._table.find(np.array(gone, np.uint64))
+            self._table.young[at[at >= 0]] = False
+
+    def _compact_records(self) -> None:
+        """Drop the arrays' dropped records and renumber the authors of the live ones."""
+        self._author_no = {}
+        n = len(self._records)
+        self._rec_t = np.zeros(max(1024, 2 * n), np.float64)
+        self._rec_a = np.zeros(max(1024, 2 * n), np.int64)
+        for i, (t, a, _, _, _) in enumerate(self._records):
+            self._rec_t[i] = t
+            self._rec_a[i] = -1 if a is None else self._author_no.setdefault(
+                a, len(self._author_no))
+        self._arr_base = self._record_base
 
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg
+        self._due(now)
         hits: list[tuple[int, _Young]] = []
         # only n-grams used since the last evaluation can newly qualify; open ones are re-judged
         for g in self._dirty | self._reported.keys():
@@ -275,6 +467,13 @@ class BurstDetector:
                    f"({n / hours:.1f}/h)")
         return Finding(self.type, f"ngram:{g}", severity, summary, evidence, score=float(n),
                        labels={"ngram": g[:64]})
+
+    def __getstate__(self) -> dict:
+        self._flush()  # the buffer is an implementation detail: flushing changes no outcome
+        return self.__dict__.copy()
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     def snapshot(self) -> Snapshot:
         return Snapshot(samples=[

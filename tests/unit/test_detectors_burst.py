@@ -96,13 +96,46 @@ def test_unknown_authors_count_as_texts_not_adopters() -> None:
     assert feed(BurstDetector(), 8, seed=1, phrase="glorbix vantal doctrine", anonymous=1.0) == []
 
 
-def test_memory_is_bounded_by_the_generations() -> None:
+def test_memory_is_bounded() -> None:
     cfg = BurstConfig(max_age_s=1800, memory_s=3600)
     d = BurstDetector(cfg)
     feed(d, 5, seed=5)
     per_text = 16  # at most 16 words, so at most 14 trigrams a text
     texts = lambda s: s / 12  # noqa: E731 - one text every 12 s
-    singles = sum(len(s) for _, s in d._single)
-    assert len(d._young) + singles <= texts(1800 * 1.5) * per_text  # born within max_age (+ a gen)
-    assert sum(len(s) for _, s in d._seen) <= texts(3600 * 1.5) * per_text * 2
+    # the seen table holds at most 4x (the n-grams of memory_s + one batch) slots, half used
+    assert len(d._table.keys) <= 8 * (texts(3600) * per_text + cfg.batch)
+    assert d._table.count <= len(d._table.keys) // 2
+    assert len(d._young) <= texts(1800) * per_text
     assert len(d._records) <= texts(1800) + 1
+
+
+def findings_of(cfg: BurstConfig, seed: int) -> list:
+    d = BurstDetector(cfg)
+    return [(f.key, f.evidence) for f in feed(d, 9, seed=seed, phrase="glorbix vantal doctrine",
+                                              share=0.1, anonymous=0.1)]
+
+
+def test_batches_change_nothing_but_latency() -> None:
+    """One text at a time (batch=1) and one vectorised batch a tick (flush_s=0) give the same
+    findings, evidence included; batching over flush_s only delays them."""
+    one = findings_of(BurstConfig(batch=1), 7)
+    assert one and one == findings_of(BurstConfig(flush_s=0.0), 7)
+    assert {k for k, _ in findings_of(BurstConfig(), 7)} == {k for k, _ in one}
+
+
+def test_seen_table_is_a_set() -> None:
+    import numpy as np
+
+    from detectors.burst import _SeenTable
+
+    rng = np.random.default_rng(0)
+    table, ref = _SeenTable(bits=4), set()
+    for _ in range(30):
+        keys = np.unique(rng.integers(1, 5000, 300).astype(np.uint64))
+        table.reserve(len(keys), 0.0, 1e9, 10**9)
+        slot = table.find(keys)
+        assert ((slot >= 0) == np.isin(keys, np.array(sorted(ref), np.uint64))).all()
+        table.insert(keys[slot < 0])
+        ref.update(keys.tolist())
+        assert (table.find(keys) >= 0).all()
+        assert table.count == len(ref) and 2 * table.count <= len(table.keys)
