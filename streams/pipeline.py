@@ -27,6 +27,7 @@ graph (PageRank, super-nodes), threads and cascades; every event feeds the detec
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -142,6 +143,10 @@ class Pipeline:
         self._last_tick = now
         for engine in self.engines:
             engine.expire(now)
+        # The engines' state is long-lived: frozen out of the cyclic collector's reach, it is
+        # not rescanned by every full collection (whose cost would grow with the state, and
+        # with it every event's). Refcounting still frees what the engines drop.
+        gc.freeze()
         return self.detectors.evaluate(now) if self.detectors is not None else []
 
     def close(self) -> list[Alert]:
