@@ -162,3 +162,40 @@ def test_horizon_votes_and_late_comments() -> None:
     eng.update(Item.of(comment(2, "p2", t0 + timedelta(hours=5))))
     assert eng.snapshot().value("threads_late_comments_total") == 1.0
     assert eng.snapshot().details["threads_daily"]["2026-02-01"]["posts"] == 2
+
+
+def test_pending_verdicts_judged_at_the_reducers_time_and_bucketed_at_the_horizon() -> None:
+    """A partition that has not reached a post's horizon reports it pending; the sum of the
+    partials judged at a later time equals one engine expired at that time. A vote after the
+    horizon does not move the verdict's bucket, whenever the verdict is taken."""
+    t0 = datetime(2026, 2, 1, tzinfo=UTC)
+    cfg = ThreadsConfig(horizon=timedelta(hours=1))
+
+    def vote(pid: str, up: int, t: datetime) -> VoteEvent:
+        return VoteEvent(id=f"vote:{pid}:{up}", event_time=t, observed_at=t, target="post",
+                         target_id=pid, post_id=pid, upvotes=up, downvotes=0, delta_up=up,
+                         delta_down=0)
+
+    def post(pid: str, t: datetime) -> PostEvent:
+        return PostEvent(id=f"post:{pid}", event_time=t, observed_at=t, post_id=pid,
+                         author="a")
+
+    quiet = [post("q", t0), vote("q", 3, t0 + timedelta(minutes=30))]
+    busy = [post("b", t0), vote("b", 30, t0 + timedelta(hours=3))]
+    whole, parts = ThreadsEngine(cfg), [ThreadsEngine(cfg), ThreadsEngine(cfg)]
+    for part, events in zip(parts, (quiet, busy), strict=True):
+        for e in events:
+            whole.update(Item.of(e))
+            part.update(Item.of(e))
+        part.expire(events[-1].event_time.timestamp())
+    now = (t0 + timedelta(hours=3)).timestamp()
+    whole.expire(now)
+    partial = merge(p.partial(pending=True) for p in parts)
+    assert [(b, u) for _, _, b, u in partial.pending] == [("1-4", True)]  # q, not yet judged
+    assert totals_snapshot(partial).value("threads_uncommented_ratio", bucket="1-4") is None
+    live = totals_snapshot(partial, judge_at=now)
+    assert {(s.name, s.labels): s.value for s in live.samples} == {
+        (s.name, s.labels): s.value for s in whole.snapshot().samples}
+    assert live.value("threads_uncommented_ratio", bucket="0") == 1.0  # b: 0 upvotes at 1 h
+    assert live.value("threads_uncommented_ratio", bucket="20-99") is None
+    assert live.details["threads_daily"] == whole.snapshot().details["threads_daily"]
