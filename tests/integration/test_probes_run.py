@@ -271,8 +271,11 @@ def test_probe_run_against_loopback_moltbook(redis_client, real_store, caplog) -
         events: list[Any] = []
 
         def emit(item: Any) -> None:
+            # done once every comment was kept and every probe post seen (a post without a
+            # comment can come after the last comment)
             events.append(item)
-            if tap.kept >= comments:
+            if tap.kept >= comments and sum(
+                    isinstance(e, PostEvent) for e in events) >= len(bank.probes):
                 stop.set()
 
         watchdog = threading.Timer(30.0, stop.set)
