@@ -76,8 +76,12 @@ def encode_society(items: Sequence[Forwarded]) -> bytes:
 
 
 def encode_threads(partition: int, next_offset: int, partial: Partial) -> bytes:
+    # not asdict(partial): it deep-copies the pending tuples (10x the cost of the dump)
+    body = {"by_bucket": {k: asdict(v) for k, v in partial.by_bucket.items()},
+            "by_day": {k: asdict(v) for k, v in partial.by_day.items()},
+            "late_comments": partial.late_comments, "pending": partial.pending}
     return json.dumps({"threads": {"partition": partition, "next_offset": next_offset,
-                                   "partial": asdict(partial)}},
+                                   "partial": body}},
                       separators=(",", ":")).encode()
 
 
