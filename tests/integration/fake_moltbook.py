@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 from service.sources.normalise import parse_time
@@ -93,7 +93,34 @@ def _comments_in_order(tree: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out, key=_ts)
 
 
-class FakeMoltbook:
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 that stops itself after ``lifetime_s``; a context
+    manager. Subclasses give the handler class."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler], lifetime_s: float) -> None:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server.daemon_threads = True
+        self._server = server
+        self.url = f"http://127.0.0.1:{server.server_address[1]}/api/v1"
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._timer = threading.Timer(lifetime_s, self.stop)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._timer.cancel()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class FakeMoltbook(LoopbackServer):
     def __init__(
         self,
         data_dir: Path = DATA,
@@ -153,13 +180,7 @@ class FakeMoltbook:
                           for pid, p in self.payloads.items()}
         self.full_tick = max(self._appear.values()) + reveal_ticks
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        server.daemon_threads = True
-        self._server = server
-        self.url = f"http://127.0.0.1:{server.server_address[1]}/api/v1"
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
-        self._timer = threading.Timer(lifetime_s, self.stop)
-        self._timer.daemon = True
+        self._serve(self._handler(), lifetime_s)
 
     def _redate(self, oldest_age_s: float, newest_age_s: float) -> None:
         now = time.time()
@@ -175,21 +196,6 @@ class FakeMoltbook:
             payload["post"]["created_at"] = iso(new)
             for c in _comments_in_order(payload.get("comments") or []):  # the tree's own dicts
                 c["created_at"] = iso(min(now - 1.0, max(new, _ts(c) + shift)))
-
-    # -------------------------------------------------------------- lifecycle
-
-    def __enter__(self) -> FakeMoltbook:
-        self._thread.start()
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self._timer.cancel()
-        self._server.shutdown()
-        self._server.server_close()
 
     # -------------------------------------------------------------- the living platform
 

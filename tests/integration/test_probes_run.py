@@ -12,7 +12,7 @@ import re
 import threading
 import uuid
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -36,6 +36,7 @@ from service.probes.verify import make_challenge
 from service.sources.crawler import MoltbookCrawler
 from service.sources.normalise import normalise_post_detail
 from streams.events import AgentEvent, PostEvent
+from tests.integration.fake_moltbook import LoopbackServer
 
 KEY = "moltbook_sk_integration_SECRET"
 AGENT = "moltscope_prober"
@@ -43,7 +44,7 @@ T0 = datetime(2026, 3, 2, 6, tzinfo=UTC).timestamp()
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "moltbook"
 
 
-class FakeWriteMoltbook:
+class FakeWriteMoltbook(LoopbackServer):
     """Loopback write API: ``POST /posts``, ``POST /posts/{id}/comments``, ``POST /verify``
     and ``GET /posts/{id}``. Every create asks for a verification; the ``rate_limit_at``-th
     create answers 429 once. The society answers each probe post as it is created."""
@@ -61,25 +62,7 @@ class FakeWriteMoltbook:
         self.auth: list[str | None] = []
         self._rng = random.Random(5)
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/api/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._timer = threading.Timer(lifetime_s, self.stop)
-        self._timer.daemon = True
-
-    def __enter__(self) -> FakeWriteMoltbook:
-        self._thread.start()
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self._timer.cancel()
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(self._handler(), lifetime_s)
 
     def _challenge(self, target: str) -> dict[str, Any]:
         text, answer = make_challenge(self._rng)

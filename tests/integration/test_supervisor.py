@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from service.embedded import free_port
+from tests.unit.test_stack_shutdown import alive
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,14 +37,6 @@ def ready_pids(out: Path) -> dict[str, list[int]]:
     for name, pid in re.findall(r"(\w+) (?:ready|restarted) \(pid (\d+)\)", out.read_text()):
         pids.setdefault(name, []).append(int(pid))
     return pids
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_kill_9_of_the_worker_restarts_it_and_keeps_the_broker(tmp_path: Path) -> None:
