@@ -74,7 +74,7 @@ class BurstConfig:
     max_age_s: float = 3 * 3600.0
     quiet_s: float = 1800.0
     min_text_share: float = 0.03
-    memory_s: float = 12 * 3600.0
+    memory_s: float = 24 * 3600.0
     warmup_s: float = 3600.0
     warmup_texts: int = 1000
     max_seen: int = 20_000_000
@@ -163,11 +163,12 @@ class _SeenTable:
         self.count += len(keys)
         return out
 
-    def reserve(self, extra: int, now: float, memory_s: float, max_seen: int) -> None:
+    def reserve(self, extra: int, now: float, memory_s: float, max_seen: int,
+                force: bool = False) -> None:
         """Room for ``extra`` new keys at load <= 1/2: drop the dead (unseen within
         ``memory_s`` of ``now``) and, over ``max_seen``, the least recently seen; grow if need
         be."""
-        if 2 * (self.count + extra) <= len(self.keys):
+        if 2 * (self.count + extra) <= len(self.keys) and not force:
             return
         live = (self.keys != 0) & (self.last >= now - memory_s)
         keys, last, rec, young = (self.keys[live], self.last[live], self.rec[live],
@@ -214,6 +215,7 @@ class BurstDetector:
         self._arr_base = 0
         self._author_no: dict[str, int] = {}
         self._buf: list[_Text] = []
+        self._swept = -np.inf
         self._young: dict[int, _Young] = {}
         self._young_due: list[tuple[float, int]] = []  # heap: (when to re-check, n-gram)
         self._start: float | None = None
@@ -380,6 +382,10 @@ class BurstDetector:
             self._flush()  # the young due now take their buffered uses first
         else:
             self._due(now)
+        if now - self._swept >= cfg.memory_s:  # once a memory_s: the dead go, the table shrinks
+            self._swept = now
+            self._flush()  # the buffered texts see the table as it was
+            self._table.reserve(0, now, cfg.memory_s, cfg.max_seen, force=True)
         while self._records and now - self._records[0][0] > cfg.max_age_s:
             self._records.popleft()
             self._record_base += 1
