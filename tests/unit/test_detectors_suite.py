@@ -42,9 +42,11 @@ def test_planted_surge_is_reported_fast_with_token_and_accounts() -> None:
     # co-posting needs a twin within 60 s, so a few seconds after the post that made it possible
     assert (fired.starts_at - detectable).total_seconds() <= 60
     token = label.details["token"].lstrip("$")
-    assert fired.key == f"token:{token}"
+    # the inscription's mint is the incident; its ticker is a related entity
+    assert fired.key == f"mint:{token}"
+    assert f"token:{token}" in fired.evidence["related_entities"]
     rows = [r for r in suite.report() if r["type"] == "surge"]
-    assert [r["key"] for r in rows] == [f"token:{token}"]
+    assert [r["key"] for r in rows] == [f"mint:{token}"]
     agents = set(rows[0]["evidence"]["agents"])
     assert len(agents) >= 20 and agents <= set(label.agents)
     assert rows[0]["end"] is not None and rows[0]["fingerprint"] == fired.fingerprint
