@@ -163,7 +163,7 @@ def main() -> None:
     stream = [*posts, *comments]
     print(f"  threads {rate(len(stream), lambda: [th.update(e) for e in stream]):>10,.0f}")
     print(f"  cascade {rate(n, lambda: [ca.update(c) for c in comments]):>10,.0f}"
-          f"   ({len(ca.sizes())} cascades, {len(ca._grams)} n-grams tracked)")
+          f"   ({len(ca.sizes())} cascades, {ca.tracked()} n-grams tracked)")
     t0 = time.perf_counter()
     ca.analyse()
     print(f"  cascade analysis (fit of {len(ca.sizes())} sizes + exposure of the "
@@ -193,10 +193,11 @@ def main() -> None:
     print(f"  threads: {tmem / 2**20:.1f} MB for {len(th2._live)} live posts "  # type: ignore[attr-defined]
           f"({tmem / len(th2._live):.0f} B/post incl. repliers)")  # type: ignore[attr-defined]
     few = comments[: n // 10]
-    ca2, cmem = memory(lambda: _fed(CascadeEngine(CascadeConfig(), graph=InteractionGraph()), few))
-    grams = len(ca2._grams)  # type: ignore[attr-defined]
-    print(f"  cascades: {cmem / 2**20:.1f} MB for {grams} n-grams, "
-          f"{ca2.adoptions_total} adoptions ({cmem / ca2.adoptions_total:.0f} B/adoption)")  # type: ignore[attr-defined]
+    # the engine's own accounting: its pairs are buffered until a merge, which tracked() forces
+    ca2 = _fed(CascadeEngine(CascadeConfig(), graph=InteractionGraph()), few)
+    grams, cbytes = ca2.tracked(), ca2.nbytes()
+    print(f"  cascades: {cbytes / 2**20:.1f} MB for {grams} n-grams, "
+          f"{ca2.adoptions_total} adoptions ({cbytes / ca2.adoptions_total:.0f} B/adoption)")
 
 
 def _fed(engine: object, events: list) -> object:
