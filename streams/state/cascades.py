@@ -408,27 +408,6 @@ class _Exposure:
     first: list[tuple[int, float, int | None]]  # first adopters_shown: agent, time, exposure
 
 
-def graph_arrays(graph: InteractionGraph) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(agent names, src index, dst index) of the cumulative graph's distinct pairs, names
-    append-only. ``InteractionGraph.arrays`` when the graph has it; else built from its
-    cumulative pairs, names kept in first-seen order on the graph object (O(E) a call)."""
-    arrays = getattr(graph, "arrays", None)
-    if arrays is not None:
-        names, src, dst, _ = arrays()
-        return names, src, dst
-    pairs = list(graph.cumulative())
-    index: dict[str, int] = graph.__dict__.setdefault("_cascade_index", {})
-    names_: list[str] = graph.__dict__.setdefault("_cascade_names", [])
-    for u, v in pairs:
-        for x in (u, v):
-            if x not in index:
-                index[x] = len(names_)
-                names_.append(x)
-    src = np.fromiter((index[u] for u, _ in pairs), np.int64, len(pairs))
-    dst = np.fromiter((index[v] for _, v in pairs), np.int64, len(pairs))
-    return names_, src, dst
-
-
 class _EdgeIndex:
     """The graph's cumulative edges indexed by source (CSR), rebuilt when a quarter new."""
 
@@ -440,9 +419,7 @@ class _EdgeIndex:
     def refresh(self, graph: InteractionGraph) -> tuple[np.ndarray, np.ndarray]:
         """(src, dst) of the edges newer than the index; the index rebuilt when they are more
         than a quarter of it (amortised O(log E) an edge)."""
-        names, src, dst = graph_arrays(graph)
-        if getattr(graph, "arrays", None) is None:
-            self.m = 0  # the fallback's edge order is not stable: index everything again
+        names, src, dst, _ = graph.arrays()
         m = len(src)
         if m - self.m > self.m // 4:
             order = np.argsort(src, kind="stable")
@@ -815,7 +792,7 @@ class CascadeEngine:
     def _graph_map(self) -> tuple[np.ndarray, np.ndarray, int]:
         """Bring the edge index and the agent -> graph index map up to date: (tail src, tail
         dst, graph nodes)."""
-        names = graph_arrays(self.graph)[0]
+        names = self.graph.agent_names()
         for i in range(len(self._gnames), len(names)):
             name = names[i]
             self._gnames[name] = i

@@ -124,23 +124,6 @@ def test_exposures_match_the_papers_static_graph_computation(engine, reference) 
     assert len(agents) > 1  # somebody was exposed
 
 
-def test_graph_without_edge_arrays(engine, reference) -> None:
-    """Any graph with cumulative() works (the edge arrays rebuilt from it at each analysis)."""
-
-    class Plain(InteractionGraph):
-        arrays = None
-
-    eng = CascadeEngine(CFG, graph=Plain(retain_days=10_000))
-    for it in items():
-        eng.graph.update(it)
-        eng.update(it)
-    eng.analyse(full=True)
-    assert eng.snapshot().details["adoption_rate_by_exposure"] == engine.snapshot().details[
-        "adoption_rate_by_exposure"]
-    gram = max(reference, key=lambda g: len(reference[g]))
-    assert eng.exposures(gram) == engine.exposures(gram)
-
-
 def test_incremental_analysis_only_redoes_changed_cascades() -> None:
     """Periodic analyses on the way give the same figures as one full analysis at the end
     when the budget covers the changes; a tiny budget leaves stale cascades, said so."""
