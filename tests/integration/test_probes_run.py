@@ -253,12 +253,15 @@ def test_probe_run_against_loopback_moltbook(redis_client, real_store, caplog) -
         stop = threading.Event()
         events: list[Any] = []
 
+        posts_seen = 0
+
         def emit(item: Any) -> None:
             # done once every comment was kept and every probe post seen (a post without a
             # comment can come after the last comment)
+            nonlocal posts_seen
             events.append(item)
-            if tap.kept >= comments and sum(
-                    isinstance(e, PostEvent) for e in events) >= len(bank.probes):
+            posts_seen += isinstance(item, PostEvent)
+            if tap.kept >= comments and posts_seen >= len(bank.probes):
                 stop.set()
 
         watchdog = threading.Timer(30.0, stop.set)
