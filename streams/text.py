@@ -123,14 +123,22 @@ class Text:
 
     def ngram_ids(self, n: int) -> np.ndarray:
         """Ids of every n-gram of all tokens (punctuation included), in text order."""
-        g = self._grams.get(n)
-        if g is None:
-            g = self._grams[n] = ngram_ids(self.ids, n)
-        return g
+        return _chained(self._grams, self.ids, n)
 
     def word_ngram_ids(self, n: int) -> np.ndarray:
         """Ids of every n-gram of the word tokens, in text order (word ``i`` starts gram ``i``)."""
-        g = self._word_grams.get(n)
-        if g is None:
-            g = self._word_grams[n] = ngram_ids(self.word_ids, n)
-        return g
+        return _chained(self._word_grams, self.word_ids, n)
+
+
+def _chained(cache: dict[int, np.ndarray], ids: np.ndarray, n: int) -> np.ndarray:
+    """The n-gram ids, each length's rolling hash extended from the cached one below it (the
+    engines that read every n = 1..5 pay one step a length; equal to :func:`ngram_ids`)."""
+    g = cache.get(n)
+    if g is None:
+        if n == 1:
+            g = ids
+        else:
+            below = _chained(cache, ids, n - 1)
+            g = below[:-1] * K + ids[n - 1:] if len(below) > 1 else below[:0]
+        cache[n] = g
+    return g

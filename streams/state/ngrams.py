@@ -75,7 +75,6 @@ import numpy as np
 
 from streams.events import PostEvent
 from streams.state.base import Item, Sample, Snapshot
-from streams.text import K
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 BYTES_PER_NGRAM = 8 + 2 + 2 + 1
@@ -306,10 +305,8 @@ class NgramTracker:
             self.texts_total += 1
             buf, days = self._buf, self._buf_days
         size = 0
-        ids = g = text.ids
         for n in range(self.max_n):
-            if n:  # the rolling hash of n + 1 tokens from that of n (= text.ngram_ids(n + 1))
-                g = g[:-1] * K + ids[n:]
+            g = text.ngram_ids(n + 1)
             if not len(g):
                 break
             buf[n].append(g)
