@@ -94,9 +94,9 @@ def test_every_live_sample_and_alert_equals_the_replay(moltbook_data: Path,
         for p in procs:
             p.start()
         wait_for(lambda: (httpx.get(f"{api}/readyz").status_code == 200, None))
-        # both workers hold partitions before anything is published: no handover mid-stream
+        # both workers hold partitions before anything is published (a later handover is
+        # still exact: the survivor restores, which the kill variants test)
         wait_for(lambda: (all("newly assigned" in log.read_text() for log in logs), None))
-        time.sleep(2 * s.broker_session_timeout_s)
         sink = KafkaSink(s)
         started = time.monotonic()
         killed = None
