@@ -24,14 +24,16 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import numpy as np
 
-ActKind = Literal["post", "comment", "score"]
+ActKind = Literal["post", "comment", "replied", "score"]
 
 
 @dataclass(frozen=True, slots=True)
 class Act:
     """One act of one agent.
 
-    agent: who acted (post or comment author), or, for ``score``, whose item's votes changed;
+    agent: who acted (post or comment author); for ``replied``, the agent a comment replied to
+    (so that reciprocity is per agent: each side sees both directions); for ``score``, whose
+    item's votes changed;
     t: event time, unix seconds; post_id: the thread; item_id: the post or comment id (for
     ``score``: the voted item); vector: a post's embedding (unit float32; None when the stage
     embeds nothing); target_author: for a comment, the agent it replies to (the parent
