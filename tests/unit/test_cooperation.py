@@ -1,0 +1,259 @@
+"""Cooperation threads (Molt Dynamics RQ3) held against a plain batch recomputation of the
+public code's definition: on the real comment trees (straight from the raw JSON) and on
+synthetic threads fed in shuffled order."""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from service.sources.normalise import parse_time
+from streams.events import CommentEvent, PostEvent
+from streams.state.base import Item
+from streams.state.cooperation import (
+    TECHNICAL_KEYWORDS,
+    CooperationConfig,
+    CooperationEngine,
+    balanced,
+    solution_score,
+)
+from tests.unit.collective_data import raw_threads, thread_events
+
+T0 = datetime(2026, 2, 1, tzinfo=UTC)
+
+
+@dataclass
+class Thread:
+    """One thread as the batch reference sees it: comments as (time, id, author, text)."""
+
+    post_id: str
+    title: str = ""
+    content: str = ""
+    author: str | None = None
+    created: datetime | None = None
+    comments: list[tuple[datetime, str, str | None, str]] = field(default_factory=list)
+
+
+def plain_score(code: str) -> float:
+    """The public code's assess_code_solution, written out: a character loop for brackets."""
+    brackets = {"(": ")", "[": "]", "{": "}"}
+    stack: list[str] = []
+    valid = True
+    for ch in code:
+        if ch in brackets:
+            stack.append(brackets[ch])
+        elif ch in brackets.values() and (not stack or stack.pop() != ch):
+            valid = False
+            break
+    valid = valid and not stack
+    return sum([bool(re.search(r"```|`[^`]+`", code)) * 0.3,
+                bool(re.search(r"#.*|//.*|/\*.*\*/", code)) * 0.2,
+                bool(re.search(r"test|assert|expect", code.lower())) * 0.3, valid * 0.2])
+
+
+def batch(threads: list[Thread], keywords: tuple[str, ...] = TECHNICAL_KEYWORDS,
+          require_post: bool = True) -> dict[str, dict]:
+    """The code's identify_collaborative_events + run_rq3_analysis (thread text joined as
+    the code joins it), per cooperation thread: its figures. The code walks its posts:
+    without ``require_post`` a thread whose post is unseen counts too."""
+    out = {}
+    for th in threads:
+        if th.created is None and require_post:
+            continue
+        comments = sorted(th.comments)
+        if len(comments) < 5:
+            continue
+        all_text = th.title + " " + th.content
+        for c in comments:
+            all_text += " " + c[3]
+        if not any(k in all_text.lower() for k in keywords):
+            continue
+        agents = ({th.author} | {c[2] for c in comments}) - {None}
+        if len(agents) < 3:
+            continue
+        times = [c[0] for c in comments] + ([th.created] if th.created else [])
+        if (max(times) - min(times)).total_seconds() / 60 < 30:
+            continue
+        solution = next((c[3] for c in reversed(comments) if "`" in c[3]), comments[-1][3])
+        score = plain_score(solution) if solution else None
+        out[th.post_id] = {"start": min(times), "agents": len(agents),
+                           "comments": len(comments), "score": score,
+                           "successful": score is not None and score > 0.5}
+    return out
+
+
+def real_threads() -> list[Thread]:
+    def name(node: dict) -> str | None:
+        a = node.get("author")
+        return a.get("name") if isinstance(a, dict) else None
+
+    out: dict[str, Thread] = {}
+    for answer in raw_threads():
+        post = answer["post"]
+        if post["id"] in out:
+            continue
+        th = out[post["id"]] = Thread(post["id"], post.get("title") or "",
+                                      post.get("content") or "", name(post),
+                                      parse_time(post["created_at"]))
+
+        def walk(nodes: list, th: Thread = th) -> None:
+            for c in nodes or []:
+                th.comments.append((parse_time(c["created_at"]), c["id"], name(c),
+                                    c.get("content") or ""))
+                walk(c.get("replies") or [])
+
+        walk(answer.get("comments") or [])
+    return list(out.values())
+
+
+def events_of(threads: list[Thread]) -> list[PostEvent | CommentEvent]:
+    out: list[PostEvent | CommentEvent] = []
+    for th in threads:
+        if th.created is not None:
+            out.append(PostEvent(id=f"post:{th.post_id}", event_time=th.created,
+                                 observed_at=th.created, post_id=th.post_id, author=th.author,
+                                 title=th.title, content=th.content))
+        for t, cid, who, text in th.comments:
+            out.append(CommentEvent(id=f"comment:{cid}", event_time=t, observed_at=t,
+                                    comment_id=cid, post_id=th.post_id, author=who,
+                                    content=text))
+    return out
+
+
+def check(eng: CooperationEngine, ref: dict[str, dict]) -> None:
+    snap = eng.snapshot()
+    good = sum(r["successful"] for r in ref.values())
+    assert snap.value("cooperation_threads") == len(ref)
+    assert snap.value("cooperation_successful_threads") == good
+    if ref:
+        assert snap.value("cooperation_success_ratio") == pytest.approx(good / len(ref),
+                                                                        abs=1e-12)
+    listed = {r["post_id"]: r for r in snap.details["cooperation_thread_list"]}
+    shown = sorted(ref, key=lambda p: (ref[p]["start"], p), reverse=True)[:eng.config.shown]
+    assert list(listed) == shown
+    for pid in shown:
+        r, want = listed[pid], ref[pid]
+        assert (r["agents"], r["comments"], r["successful"]) == (
+            want["agents"], want["comments"], want["successful"])
+        assert r["solution_score"] == want["score"]  # same float sums, exactly
+    daily: dict[str, list[int]] = {}
+    for r in ref.values():
+        row = daily.setdefault(r["start"].date().isoformat(), [0, 0])
+        row[0] += 1
+        row[1] += r["successful"]
+    got = {d: [v["cooperation_threads"], v["successful"]]
+           for d, v in snap.details["cooperation_daily"].items() if v["cooperation_threads"]}
+    assert got == daily
+
+
+def test_real_threads_match_batch() -> None:
+    """Every real thread through the normaliser, in event-time order, as the pipeline feeds
+    it; the reference straight from the raw trees."""
+    ref = batch(real_threads())
+    eng = CooperationEngine()
+    for e in thread_events():
+        eng.update(Item.of(e))
+    assert len(ref) == 7  # the shared archive's cooperation threads
+    check(eng, ref)
+
+
+def test_real_threads_any_order() -> None:
+    events = list(thread_events())
+    random.Random(3).shuffle(events)
+    eng = CooperationEngine(CooperationConfig(shown=3))
+    for e in events:
+        eng.update(Item.of(e))
+    check(eng, batch(real_threads()))
+
+
+FRAGMENTS = ["hello world", "gm agents", "there is a bug here", "try `f(x)`", "```\nx = [1\n```",
+             "assert ok # note", "see https://x.io", "(unbalanced", "we expect {a: [b]}",
+             "thanks!", "The CODE is decoded", "how\nto", "", "how to fix it?"]
+
+
+def synthetic(seed: int, n: int = 120) -> list[Thread]:
+    rng = random.Random(seed)
+    agents = [f"agent{i}" for i in range(6)] + [None]
+    out = []
+    for p in range(n):
+        created = T0 + timedelta(hours=rng.uniform(0, 24 * 5))
+        th = Thread(f"p{p}", rng.choice(FRAGMENTS), rng.choice(FRAGMENTS), rng.choice(agents),
+                    created)
+        if rng.random() < 0.15:  # the post itself never seen: no title, body, author
+            th = Thread(th.post_id)
+        for c in range(rng.randint(0, 12)):
+            t = created + timedelta(minutes=rng.choice([1, 5, 20, 40]) * rng.random() * 3)
+            th.comments.append((t, f"c{p}-{c}", rng.choice(agents),
+                                " ".join(rng.choices(FRAGMENTS, k=rng.randint(0, 2)))))
+        out.append(th)
+    return out
+
+
+@pytest.mark.parametrize(("seed", "require_post"), [(0, True), (1, True), (2, False)])
+def test_synthetic_threads_shuffled(seed: int, require_post: bool) -> None:
+    threads = synthetic(seed)
+    ref = batch(threads, require_post=require_post)
+    assert 5 < len(ref) < len(threads)  # the thresholds bite both ways
+    assert 0 < sum(r["successful"] for r in ref.values()) < len(ref)
+    assert ref != batch(threads, require_post=not require_post)
+    events = events_of(threads)
+    random.Random(seed).shuffle(events)
+    eng = CooperationEngine(CooperationConfig(shown=10, require_post=require_post))
+    for e in events:
+        eng.update(Item.of(e))
+    check(eng, ref)
+
+
+def test_keywords_configurable() -> None:
+    threads = synthetic(5)
+    eng = CooperationEngine(CooperationConfig(keywords=("bug",)))
+    for e in events_of(threads):
+        eng.update(Item.of(e))
+    ref = batch(threads, ("bug",))
+    assert ref != batch(threads)
+    check(eng, ref)
+
+
+def test_horizon_freezes_threads() -> None:
+    """Fed in time order with expire before each event: a thread's events at or past its
+    first event + horizon are late, the rest count; frozen threads stay in the figures."""
+    horizon = timedelta(minutes=50)
+    threads = synthetic(7)
+    events = sorted(events_of(threads), key=lambda e: (e.event_time, e.id))
+    eng = CooperationEngine(CooperationConfig(horizon=horizon, shown=5))
+    first: dict[str, datetime] = {}
+    kept: list[Thread] = [Thread(th.post_id) for th in threads]
+    by_id = {th.post_id: th for th in kept}
+    late = 0
+    for e in events:
+        eng.expire(e.event_time.timestamp())
+        eng.update(Item.of(e))
+        start = first.setdefault(e.post_id, e.event_time)
+        if e.event_time >= start + horizon:
+            late += 1
+            continue
+        th = by_id[e.post_id]
+        if isinstance(e, PostEvent):
+            th.title, th.content, th.author, th.created = e.title, e.content, e.author, \
+                e.event_time
+        else:
+            th.comments.append((e.event_time, e.comment_id, e.author, e.content))
+    ref = batch(kept)
+    assert late and ref
+    assert eng.snapshot().value("cooperation_late_events_total") == late
+    check(eng, ref)
+    eng.expire(events[-1].event_time.timestamp() + horizon.total_seconds())
+    assert len(eng) == 0
+    check(eng, ref)  # every thread frozen: the same figures, the list from the frozen ones
+
+
+def test_solution_score_parts() -> None:
+    for text in FRAGMENTS + ["a(b[c]{d})e", "([)]", "}", "`", "``"]:
+        if text:
+            assert solution_score(text) == plain_score(text)
+    assert solution_score("") is None
+    assert balanced("x") and not balanced("[[") and not balanced("([)]")
