@@ -21,15 +21,19 @@ Tables (columns in order; ``None`` where the report has no value):
 - ``threads``: ``day`` and every field of ``details.threads_daily``;
 - ``cascades``: ``day``, the listed cascades (``details.cascades``, the largest ones the
   report shows) whose first adoption fell that day, the largest of them, and the listed
-  adoptions made that day.
+  adoptions made that day;
+- ``coverage``: ``day`` (of post creation) and the comment coverage of that day's posts
+  (``details.coverage.days``: posts, the platform's comment_count, comments received and
+  expected, deficit, posts with a deficit, capture ratio): how much of the platform the
+  other tables' figures saw.
 
 >>> report = {"details": {"activity": {"day": [
 ...     {"start": "2026-01-30T00:00:00+00:00", "posts": 3, "comments": 5}]}}}
 >>> tables = day_tables(report)
 >>> tables["activity"]
 [{'day': '2026-01-30', 'posts': 3, 'comments': 5}]
->>> tables["lexical"], tables["semantic"]  # sections the report lacks: empty tables
-([], [])
+>>> tables["lexical"], tables["semantic"], tables["coverage"]  # sections it lacks: empty
+([], [], [])
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from typing import Any
 Row = dict[str, Any]
 
 #: Names of the tables :func:`day_tables` builds, in order.
-TABLES = ("activity", "lexical", "semantic", "influence", "threads", "cascades")
+TABLES = ("activity", "lexical", "semantic", "influence", "threads", "cascades", "coverage")
 
 
 def _day(stamp: object) -> str | None:
@@ -174,9 +178,16 @@ def cascades(details: Mapping[str, Any]) -> list[Row]:
             for day in sorted(set(started) | set(adoptions))]
 
 
+def coverage(details: Mapping[str, Any]) -> list[Row]:
+    """One row per day of ``coverage.days`` (posts created that day and their comments)."""
+    days = _section(details, "coverage", dict).get("days")
+    return [dict(d) for d in (days if isinstance(days, list) else [])
+            if isinstance(d, dict) and isinstance(d.get("day"), str)]
+
+
 BUILDERS: dict[str, Callable[[Mapping[str, Any]], list[Row]]] = {
     "activity": activity, "lexical": lexical, "semantic": semantic, "influence": influence,
-    "threads": threads, "cascades": cascades}
+    "threads": threads, "cascades": cascades, "coverage": coverage}
 
 
 def day_tables(report: Mapping[str, Any]) -> dict[str, list[Row]]:

@@ -11,7 +11,10 @@ The engine contract (``streams.state.base``): each event becomes one
 :meth:`Pipeline.update` hands to every engine of :attr:`Pipeline.engines` in order; each engine
 takes what it reads (metrics.md): the verbatim filter marks excluded posts first, so the n-gram,
 centroid and 10-NN states see only admitted posts; comments and posts feed the interaction
-graph (PageRank, super-nodes), threads and cascades; every event feeds the detectors.
+graph (PageRank, super-nodes), threads and cascades; posts and comments feed the comment
+coverage (the platform's ``comment_count`` against the comments received); every event feeds
+the detectors. Each alert transition carries the coverage at its time in
+``evidence["coverage"]`` (:meth:`CoverageState.summary`), as do the report's alerts.
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import PostEvent
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 import numpy as np
@@ -41,12 +44,15 @@ from streams.state.activity import ActivityState
 from streams.state.base import Engine, Item, Sample, Snapshot
 from streams.state.cascades import CascadeConfig, CascadeEngine
 from streams.state.centroid import CentroidState, Window
+from streams.state.coverage import CoverageConfig, CoverageState
 from streams.state.knn import KnnState
 from streams.state.ngrams import NgramTracker
 from streams.state.pagerank import InfluenceConfig, InfluenceEngine
 from streams.state.roles import RolesConfig, RolesEngine
 from streams.state.threads import Partial, ThreadsConfig, ThreadsEngine, merge, totals_snapshot
 from streams.state.verbatim import VerbatimFilter
+
+ALERT_COVERAGE_KEPT = 20_000  # over the alert book's remembered incidents (10,000 closed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +71,8 @@ class PipelineConfig:
     threads_local: keep thread state here (replay); live, each ingest partition keeps it and
     the reducer sums their partials (:meth:`Pipeline.absorb_threads`);
     tick: how much event time passes between two ``advance`` evaluations (replay; the live
-    reducer forces one each snapshot interval of wall time).
+    reducer forces one each snapshot interval of wall time);
+    coverage: the comment coverage's horizon and day rows.
     """
 
     embed: bool = True
@@ -82,6 +89,7 @@ class PipelineConfig:
     threads_local: bool = True
     cascades: CascadeConfig = field(default_factory=CascadeConfig)
     roles: RolesConfig = field(default_factory=RolesConfig)
+    coverage: CoverageConfig = field(default_factory=CoverageConfig)
     detectors: DetectorConfig = field(default_factory=DetectorConfig)
     detectors_enabled: bool = True
     tick: timedelta = timedelta(seconds=10)
@@ -100,11 +108,15 @@ class Pipeline:
         self.cascades = CascadeEngine(cfg.cascades, graph=self.influence.graph)
         self.roles = RolesEngine(cfg.roles, graph=self.influence.graph)
         self.threads = ThreadsEngine(cfg.threads)
+        self.coverage = CoverageState(cfg.coverage)
+        # (fingerprint, start) of an incident: coverage at its last transition
+        self._alert_coverage: dict[tuple[str, str], dict[str, Any]] = {}
         self._thread_partials: dict[int, tuple[int, Partial]] = {}  # partition: (offset, sums)
         self.detectors = DetectorSuite(cfg.detectors) if cfg.detectors_enabled else None
         # the order matters: the verbatim filter marks the item before the engines that read it
         self.engines: list[Engine] = [self.activity, self.verbatim, self.ngrams, self.centroid,
-                                      self.knn, self.influence, self.cascades, self.roles]
+                                      self.knn, self.influence, self.cascades, self.roles,
+                                      self.coverage]
         if cfg.threads_local:
             self.engines.append(self.threads)
         if self.detectors is not None:
@@ -147,7 +159,24 @@ class Pipeline:
         # not rescanned by every full collection (whose cost would grow with the state, and
         # with it every event's). Refcounting still frees what the engines drop.
         gc.freeze()
-        return self.detectors.evaluate(now) if self.detectors is not None else []
+        return self._with_coverage(self.detectors.evaluate(now)
+                                   if self.detectors is not None else [])
+
+    def _with_coverage(self, alerts: list[Alert]) -> list[Alert]:
+        """Each transition with the comment coverage of now in its evidence (how much of the
+        platform the figures behind it saw); the report's rows get the same."""
+        if not alerts:
+            return alerts
+        cov = self.coverage.summary()
+        held = self._alert_coverage
+        for a in alerts:
+            key = (a.fingerprint, a.starts_at.astimezone(UTC).isoformat())  # as report() has it
+            held.pop(key, None)
+            held[key] = cov
+        while len(held) > ALERT_COVERAGE_KEPT:
+            del held[next(iter(held))]
+        return [a.model_copy(update={"evidence": {**a.evidence, "coverage": cov}})
+                for a in alerts]
 
     def close(self) -> list[Alert]:
         """End of a replay: final evaluation, then resolve what is still open."""
@@ -156,7 +185,7 @@ class Pipeline:
             self.influence.refresh(self.latest, full=True)  # open days' and cumulative PageRank
             self.cascades.analyse(full=True)  # every exposure against the final graph
         if self.detectors is not None and self.latest is not None:
-            out += self.detectors.close(self.latest)
+            out += self._with_coverage(self.detectors.close(self.latest))
         return out
 
     def snapshot(self) -> Snapshot:
@@ -187,7 +216,11 @@ class Pipeline:
                                self.config.threads.buckets, judge_at=self._last_tick)
 
     def alerts_report(self) -> list[dict[str, Any]]:
-        return self.detectors.report() if self.detectors is not None else []
+        rows = self.detectors.report() if self.detectors is not None else []
+        held = self._alert_coverage
+        return [{**r, "evidence": {**r["evidence"],
+                                   "coverage": held.get((r["fingerprint"], r["start"]))}}
+                for r in rows]
 
     def agent(self, name: str) -> dict[str, Any] | None:
         """Per-agent values (rank, PageRank) for the API: never Prometheus labels."""

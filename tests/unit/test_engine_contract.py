@@ -36,6 +36,7 @@ from streams.state.activity import ActivityState
 from streams.state.base import Item
 from streams.state.cascades import CascadeEngine
 from streams.state.centroid import CentroidState
+from streams.state.coverage import CoverageState
 from streams.state.knn import KnnState
 from streams.state.ngrams import NgramTracker
 from streams.state.pagerank import InfluenceEngine
@@ -58,6 +59,7 @@ ENGINES: dict[str, Callable[[], Any]] = {
     "cascades": CascadeEngine,
     "roles": RolesEngine,
     "threads": ThreadsEngine,
+    "coverage": CoverageState,
     "surge": SurgeDetector,
     "burst": BurstDetector,
     "shift": ShiftDetector,

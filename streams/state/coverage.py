@@ -1,0 +1,236 @@
+"""Coverage: how many of the platform's comments the monitor has seen.
+
+Moltbook's ``comment_count`` of a post counts every comment of its tree (replies included,
+deleted ones too), while the comments a monitor receives are capped per sort order, lost to
+paging, or absent (the newer API generation's ``GET /posts/{id}`` carries no tree). Per post:
+
+- ``comment_count``: the platform's count, the one of the post event observed latest
+  (``observed_at``; ties: the larger count), so a later sighting replaces an earlier one;
+- ``comments_seen``: distinct comment items of that post the engine received (the pipeline
+  de-duplicates by id);
+- ``comments_expected = max(comment_count, comments_seen)`` (the platform has at least the
+  comments we saw, even when its count is stale), ``comment_deficit = expected - seen``;
+- capture ratio = sum of seen / sum of expected (over a set of posts).
+
+Figures are kept for three sets of posts: ``all`` (every post seen, running sums),
+``horizon`` (posts created within ``horizon_s`` of the latest event time: the per-post state
+itself) and each UTC day of post creation (``details.coverage.days``). Comments whose post
+has not arrived (any arrival order) wait in the per-post state and join the post's figures
+when it comes; until then, and for good once they age out, they are ``orphan`` comments.
+
+State: one small record per post created within ``horizon_s`` (and per post with comments
+but no post event, for ``horizon_s`` after its latest comment), so memory grows with the
+posts of the horizon (about 150 bytes each), plus at most ``days`` day rows. A post that
+aged out keeps its final figures in its day and in ``all``; a comment arriving for it later
+counts as an orphan (rare with a week's horizon: posts older than that are not revisited).
+
+>>> from datetime import datetime, timezone
+>>> from streams.events import CommentEvent, PostEvent
+>>> t = datetime(2026, 2, 1, tzinfo=timezone.utc)
+>>> c = CoverageState()
+>>> c.update(Item.of(PostEvent(id="post:1", event_time=t, observed_at=t, post_id="1",
+...                            author="a", title="gm", comment_count=4)))
+>>> c.update(Item.of(CommentEvent(id="comment:9", event_time=t, observed_at=t, post_id="1",
+...                               comment_id="9", author="b", content="hi")))
+>>> snap = c.snapshot()
+>>> snap.value("coverage_comment_deficit", scope="all"), snap.value(
+...     "coverage_comment_capture_ratio", scope="all")
+(3.0, 0.25)
+>>> c.summary()["comment_capture_ratio"]
+0.25
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from streams.events import CommentEvent, PostEvent
+from streams.state.base import Item, Sample, Snapshot
+
+DAY = 86_400.0
+# the figures of a set of posts, in this order
+FIELDS = ("posts", "comment_count", "comments_seen", "comments_expected", "comment_deficit",
+          "posts_with_deficit")
+
+
+@dataclass(frozen=True, slots=True)
+class CoverageConfig:
+    """horizon_s: per-post state kept this long after a post's creation (event time);
+    days: day rows kept (the latest); top: posts with the largest deficit listed."""
+
+    horizon_s: float = 7 * DAY
+    days: int = 400
+    top: int = 20
+
+
+@dataclass(slots=True)
+class _Post:
+    created: float | None  # None: comments came, the post event did not (yet)
+    count: int = 0
+    observed: float = -math.inf  # observed_at of ``count``
+    seen: int = 0
+    last: float = -math.inf  # latest comment time (ages out a post-less entry)
+
+    def key(self) -> float:
+        """When the record ages out: ``horizon_s`` after this."""
+        return self.created if self.created is not None else self.last
+
+    def figures(self) -> tuple[int, ...]:
+        expected = max(self.count, self.seen)
+        deficit = expected - self.seen
+        return 1, self.count, self.seen, expected, deficit, int(deficit > 0)
+
+
+def _add(into: list[int], fig: tuple[int, ...], sign: int) -> None:
+    for i, v in enumerate(fig):
+        into[i] += sign * v
+
+
+def _named(fig: list[int]) -> dict[str, Any]:
+    out: dict[str, Any] = dict(zip(FIELDS, fig, strict=True))
+    out["comment_capture_ratio"] = fig[2] / fig[3] if fig[3] else None
+    return out
+
+
+class CoverageState:
+    def __init__(self, config: CoverageConfig | None = None) -> None:
+        self.config = config or CoverageConfig()
+        self._posts: dict[str, _Post] = {}
+        self._all = [0] * len(FIELDS)
+        self._horizon = [0] * len(FIELDS)  # the posts with a creation time in _posts
+        self._days: dict[int, list[int]] = {}
+        self._deficits: dict[str, int] = {}  # post id -> deficit > 0, of the horizon's posts
+        self._ages: list[tuple[float, str]] = []  # (age key when pushed, post id): lazy heap
+        self._orphans_dropped = 0
+        self._latest: float | None = None
+
+    # ------------------------------------------------------------------ contract
+
+    def update(self, item: Item) -> None:
+        ev = item.event
+        if isinstance(ev, PostEvent):
+            post = self._posts.get(ev.post_id)
+            observed = ev.observed_at.timestamp()
+            if post is None:
+                post = self._posts[ev.post_id] = _Post(created=None)
+            if post.created is not None:
+                if (observed, ev.comment_count) <= (post.observed, post.count):
+                    return
+                self._apply(ev.post_id, post, -1)
+            post.created, post.count, post.observed = item.t, ev.comment_count, observed
+            self._apply(ev.post_id, post, +1)
+            heapq.heappush(self._ages, (post.key(), ev.post_id))
+        elif isinstance(ev, CommentEvent):
+            post = self._posts.get(ev.post_id)
+            if post is None:
+                post = self._posts[ev.post_id] = _Post(created=None, last=item.t)
+                heapq.heappush(self._ages, (post.key(), ev.post_id))
+            if post.created is not None:
+                self._apply(ev.post_id, post, -1)
+            post.seen += 1
+            post.last = max(post.last, item.t)
+            if post.created is not None:
+                self._apply(ev.post_id, post, +1)
+        else:
+            return
+        if self._latest is None or item.t > self._latest:
+            self._latest = item.t
+
+    def expire(self, now: float) -> None:
+        cut = now - self.config.horizon_s
+        ages = self._ages
+        while ages and ages[0][0] < cut:
+            _, pid = heapq.heappop(ages)
+            post = self._posts.get(pid)
+            if post is None:
+                continue
+            if post.key() >= cut:  # moved on since pushed (a later comment or the post came)
+                heapq.heappush(ages, (post.key(), pid))
+                continue
+            del self._posts[pid]
+            if post.created is None:
+                self._orphans_dropped += post.seen
+            else:  # its figures stay in its day and in ``all``
+                _add(self._horizon, post.figures(), -1)
+                self._deficits.pop(pid, None)
+
+    def snapshot(self) -> Snapshot:
+        samples: list[Sample] = []
+        helps = {
+            "posts": "Posts whose comment coverage is tracked",
+            "comment_count": "Sum of the platform's comment_count over those posts",
+            "comments_seen": "Comments of those posts the monitor received",
+            "comment_deficit": "Comments the platform counts that the monitor did not receive",
+            "posts_with_deficit": "Posts whose comment_count exceeds the comments received",
+        }
+        for scope, fig in (("all", self._all), ("horizon", self._horizon)):
+            named = _named(fig)
+            for name, text in helps.items():
+                samples.append(Sample(f"coverage_{name}", float(named[name]),
+                                      (("scope", scope),), help=text))
+            if named["comment_capture_ratio"] is not None:
+                samples.append(Sample("coverage_comment_capture_ratio",
+                                      named["comment_capture_ratio"], (("scope", scope),),
+                                      help="Comments received over comments expected "
+                                           "(max of comment_count and received, per post)"))
+        samples.append(Sample("coverage_orphan_comments", float(self.orphans()),
+                              help="Comments received whose post event was not"))
+        samples.append(Sample("coverage_tracked_posts", float(len(self._posts)),
+                              help="Per-post coverage records held (within the horizon)"))
+        return Snapshot(samples=samples, details={"coverage": self.details()})
+
+    # ------------------------------------------------------------------ reading
+
+    def orphans(self) -> int:
+        return self._orphans_dropped + sum(p.seen for p in self._posts.values()
+                                           if p.created is None)
+
+    def summary(self) -> dict[str, Any]:
+        """The compact figures an alert carries: capture and deficit, all posts and the
+        horizon's."""
+        a, h = _named(self._all), _named(self._horizon)
+        return {"comment_capture_ratio": a["comment_capture_ratio"],
+                "comment_deficit": a["comment_deficit"],
+                "posts_with_deficit": a["posts_with_deficit"],
+                "horizon_comment_capture_ratio": h["comment_capture_ratio"],
+                "horizon_comment_deficit": h["comment_deficit"],
+                "at": None if self._latest is None
+                else datetime.fromtimestamp(self._latest, UTC).isoformat()}
+
+    def details(self) -> dict[str, Any]:
+        top = heapq.nsmallest(self.config.top, ((-d, pid) for pid, d in self._deficits.items()))
+        return {
+            "all": _named(self._all),
+            "horizon": _named(self._horizon),
+            "orphan_comments": self.orphans(),
+            "horizon_s": self.config.horizon_s,
+            "days": [{"day": datetime.fromtimestamp(d * DAY, UTC).date().isoformat(),
+                      **_named(fig)} for d, fig in sorted(self._days.items())],
+            "top_deficit": [{"post_id": pid, "comment_count": self._posts[pid].count,
+                             "comments_seen": self._posts[pid].seen, "comment_deficit": -d}
+                            for d, pid in top],
+        }
+
+    # ------------------------------------------------------------------ internals
+
+    def _apply(self, pid: str, post: _Post, sign: int) -> None:
+        """Add (+1) or take back (-1) a post's figures in its day, ``all`` and the horizon."""
+        assert post.created is not None
+        fig = post.figures()
+        if sign > 0 and fig[4]:
+            self._deficits[pid] = fig[4]
+        else:
+            self._deficits.pop(pid, None)
+        day = int(post.created // DAY)
+        row = self._days.get(day)
+        if row is None:
+            row = self._days[day] = [0] * len(FIELDS)
+            if len(self._days) > self.config.days:
+                del self._days[min(self._days)]
+        _add(row, fig, sign)
+        _add(self._all, fig, sign)
+        _add(self._horizon, fig, sign)
