@@ -84,6 +84,15 @@ class CrawlerSettings(BaseModel):
     ip_block_backoff_cap_s: float = Field(900.0, description="Longest wait after repeated "
                                           "header-less 429s")
     fetch_profiles: bool = True
+    backfill_share: float = Field(0.25, ge=0.0, le=1.0, description="Share of the request "
+                                  "pace the comment backfill may use (0: off)")
+    comments_limit: int = Field(500, description="Comments asked for per backfill request "
+                                "(the API's maximum)")
+    backfill_sorts: tuple[str, ...] = Field(("new", "top", "old", "controversial"),
+                                            description="Comment sort orders a capped "
+                                            "backfill goes through, in turn")
+    stats_interval_s: float = Field(300.0, description="How often GET /stats is read (the "
+                                    "platform's totals, for the capture ratio; 0: never)")
     checkpoint_prefix: str = "moltscope:crawler"
     metrics_port: int = Field(9108, description="Port of the crawler's own /metrics")
     metrics_host: str = Field("127.0.0.1", description="Address of the crawler's /metrics "
