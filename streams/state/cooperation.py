@@ -74,9 +74,8 @@ TECHNICAL_KEYWORDS: tuple[str, ...] = (
     "method", "class", "api", "library",
 )
 
-_HAS_CODE = re.compile(r"```|`[^`]+`")
-_HAS_COMMENTS = re.compile(r"#.*|//.*|/\*.*\*/")
-_HAS_TESTS = re.compile(r"test|assert|expect")
+_INLINE_CODE = re.compile(r"`[^`]+`")
+_BLOCK_COMMENT = re.compile(r"/\*.*\*/")
 _NOT_BRACKET = re.compile(r"[^()\[\]{}]+")
 
 
@@ -97,17 +96,24 @@ def balanced(text: str) -> bool:
     return True
 
 
-def solution_score(text: str) -> float | None:
+def solution_score(text: str, lower: str | None = None) -> float | None:
     """The code's ``assess_code_solution`` score of a solution text (summed in its order, so
     the floats are the code's); None for an empty text (the code scores no empty solution).
+    The code's regular expressions are evaluated as substring tests where they are one
+    (``#.*`` matches wherever ``#`` occurs): the same verdicts, at C speed. ``lower``: the
+    text lower-cased, when the caller has it.
 
     >>> solution_score("use `x = f(y)`  # then test it"), solution_score("")
     (1.0, None)
     """
     if not text:
         return None
-    return (0.3 * bool(_HAS_CODE.search(text)) + 0.2 * bool(_HAS_COMMENTS.search(text))
-            + 0.3 * bool(_HAS_TESTS.search(text.lower())) + 0.2 * balanced(text))
+    low = text.lower() if lower is None else lower
+    has_code = "```" in text or ("`" in text and _INLINE_CODE.search(text) is not None)
+    has_comments = "#" in text or "//" in text or (
+        "/*" in text and _BLOCK_COMMENT.search(text) is not None)
+    has_tests = "test" in low or "assert" in low or "expect" in low
+    return 0.3 * has_code + 0.2 * has_comments + 0.3 * has_tests + 0.2 * balanced(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +171,7 @@ class CooperationEngine:
 
     def __init__(self, config: CooperationConfig | None = None) -> None:
         self.config = cfg = config or CooperationConfig()
-        self._keywords = re.compile("|".join(re.escape(k.lower()) for k in cfg.keywords))
+        self._keywords = tuple(k.lower() for k in cfg.keywords)
         self._min_duration = cfg.min_duration.total_seconds()
         self._horizon = cfg.horizon.total_seconds()
         self._live: dict[str, _Thread] = {}
@@ -220,6 +226,7 @@ class CooperationEngine:
         th.first, th.last = min(th.first, t), max(th.last, t)
         if item.author is not None:
             th.agents.add(item.author)
+        low: str | None = None  # the text lower-cased, made once and only when read
         if isinstance(event, PostEvent):
             text = f"{event.title} {event.content}"
             th.posted, th.title = True, event.title[:120]
@@ -228,13 +235,17 @@ class CooperationEngine:
             th.comments += 1
             key = (t, event.comment_id)
             if "`" in text and (th.code_key is None or key > th.code_key):
-                th.code_key, th.code_score = key, solution_score(text)
+                low = text.lower()
+                th.code_key, th.code_score = key, solution_score(text, low)
             if th.last_key is None or key > th.last_key:
                 th.last_key = key
-                # scored only while it is the solution (no backtick comment yet)
-                th.last_score = solution_score(text) if th.code_key is None else None
-        if not th.technical and self._keywords.search(text.lower()):
-            th.technical = True
+                th.last_score = None
+                if th.code_key is None:  # scored only while it is the solution
+                    low = text.lower()
+                    th.last_score = solution_score(text, low)
+        if not th.technical:
+            low = text.lower() if low is None else low
+            th.technical = any(map(low.__contains__, self._keywords))
         after = self._contrib(th)
         if after != before:
             if before is not None:

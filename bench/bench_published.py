@@ -1,0 +1,131 @@
+"""The rest of the published figures (issue 11, item 8): cooperation threads and the Cox
+hazard ratio per extra exposure, measured side by side in one run.
+
+Prints: the cooperation engine's events/s beside the thread engine's (same stream, same run)
+on the real-text stream and on the simulator's texts with the same shapes; bytes per live
+thread (tracemalloc); the cooperation threads found and their success share; the hazard fit:
+the table build and lifelines fit times of both models over the real-text stream's cascades,
+and the fit time of each model at the row cap (tables drawn from a planted hazard ratio).
+
+    .venv/bin/python bench/bench_published.py                  # about 1-2 minutes on 2 cores
+    .venv/bin/python bench/bench_published.py --events 30000 --rows 5000     # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.realtext import scale_for, simulator_corpus, stream  # noqa: E402
+from streams.state.base import Item  # noqa: E402
+from streams.state.cascades import CascadeEngine  # noqa: E402
+from streams.state.cooperation import CooperationEngine  # noqa: E402
+from streams.state.hazard import HazardConfig, HazardEngine, cox_fit  # noqa: E402
+from streams.state.threads import ThreadsEngine  # noqa: E402
+
+
+def rate(engine: object, items: list[Item]) -> float:
+    t = time.perf_counter()
+    for it in items:
+        engine.update(it)  # type: ignore[attr-defined]
+    return len(items) / (time.perf_counter() - t)
+
+
+def live_bytes(items: list[Item]) -> tuple[float, int]:
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    eng = CooperationEngine()
+    for it in items:
+        eng.update(it)
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return used / max(len(eng), 1), len(eng)
+
+
+def cooperation(label: str, items: list[Item]) -> None:
+    coop, threads = CooperationEngine(), ThreadsEngine()
+    r_coop, r_threads = rate(coop, items), rate(threads, items)
+    per_thread, live = live_bytes(items)
+    snap = coop.snapshot()
+    n = snap.value("cooperation_threads")
+    share = snap.value("cooperation_success_ratio")
+    print(f"{label}: cooperation {r_coop:,.0f} events/s, threads engine {r_threads:,.0f} "
+          f"events/s (ratio {r_coop / r_threads:.2f}); {per_thread:,.0f} B per live thread "
+          f"({live:,} live); cooperation threads {n:.0f} of "
+          f"{snap.value('cooperation_threads_seen_total'):.0f}, successful share "
+          f"{'n/a' if share is None else f'{share:.3f}'}")
+
+
+def hazard_on_stream(items: list[Item]) -> None:
+    cas = CascadeEngine()
+    for it in items:
+        cas.update(it)
+    for model in ("published", "time_varying"):
+        hz = HazardEngine(cas, HazardConfig(model=model, every=None))
+        for it in items[-1:]:
+            hz.update(it)
+        t = time.perf_counter()
+        table = hz.table()
+        t_table = time.perf_counter() - t
+        t = time.perf_counter()
+        hz.fit()
+        t_fit = time.perf_counter() - t - t_table
+        d = hz.snapshot().details["cascade_hazard"]
+        hr = d.get("hazard_ratio")
+        figure = "n/a" if hr is None else \
+            f"{hr:.3f} [{d['ci_lower']:.3f}, {d['ci_upper']:.3f}]"
+        print(f"real-text cascades ({d['cascades']} fitted, capped {d['capped']}), {model}: "
+              f"{len(table):,} rows, {int(table['event'].sum()):,} events; table "
+              f"{t_table:.2f} s, fit {t_fit:.2f} s; HR "
+              f"{figure}")
+
+
+def fit_times(rows: int) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 6, rows)
+    dur = rng.exponential(1 / (0.2 * 0.53 ** x))
+    pub = pd.DataFrame({"duration": dur, "event": 1, "exposure": x})
+    half = rows // 2  # time-varying: rows/2 subjects of two episodes (exposure k, then k+1)
+    k = rng.integers(1, 6, half)
+    cut = rng.exponential(1 / (0.2 * 0.53 ** k))
+    after = cut + rng.exponential(1 / (0.2 * 0.53 ** (k + 1)))
+    tv = pd.DataFrame({"id": np.r_[np.arange(half), np.arange(half)],
+                       "start": np.r_[np.zeros(half), cut], "stop": np.r_[cut, after],
+                       "event": np.r_[np.zeros(half, int), np.ones(half, int)],
+                       "exposure": np.r_[k, k + 1]})
+    for model, table in (("published", pub), ("time_varying", tv)):
+        t = time.perf_counter()
+        fit = cox_fit(table, model)  # type: ignore[arg-type]
+        took = time.perf_counter() - t
+        assert fit is not None
+        print(f"fit at {len(table):,} rows, {model}: {took:.2f} s, HR {fit.hazard_ratio:.3f} "
+              f"[{fit.lower:.3f}, {fit.upper:.3f}] (planted 0.53)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--rows", type=int, default=HazardConfig().max_rows)
+    args = ap.parse_args()
+    scale = scale_for(args.events)
+    real = [Item.of(e) for e in stream(args.events, seed=1, scale=scale)]
+    sim = [Item.of(e) for e in stream(args.events, seed=1, scale=scale,
+                                      corpus=simulator_corpus())]
+    cooperation("real text", real)
+    cooperation("simulator text", sim)
+    hazard_on_stream(real)
+    fit_times(args.rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""Cox proportional hazard of cascade adoption per extra exposure (Molt Dynamics: HR 0.53).
+
+Exposure of an agent to a cascade = its in-neighbours in the cumulative interaction graph
+(agents who commented on it) that adopted the cascade's n-gram before it (metrics.md B, as
+:mod:`streams.state.cascades` computes it). The paper gives one number; its public code
+(YCRG-Labs/molt-dynamics, ``rq2_diffusion.py`` ``fit_cox_hazards``) fixes the model, which is
+the default here; the other model is the textbook at-risk set, for a figure that reads as a
+hazard. Both are fitted with lifelines (Efron ties), on cascades' public state only
+(:meth:`CascadeEngine.sizes`, :meth:`~CascadeEngine.adopters`,
+:meth:`~CascadeEngine.exposures` and the interaction graph it reads).
+
+- ``model="published"`` (the code's): one subject per adopter of a cascade that is in the
+  graph and adopted strictly after the cascade's seed (its first adoption by anyone); duration
+  = hours from the seed to its adoption; every subject an event (no censoring, no
+  non-adopters); covariate = its exposure at adoption. :class:`lifelines.CoxPHFitter`.
+- ``model="time_varying"``: per cascade, the agents of the graph with at least one adopted
+  in-neighbour; each is at risk from its first exposure (the first adoption among its
+  in-neighbours) to its own adoption (event) or to the analysis time (censored); its exposure
+  is a step covariate, one episode per further in-neighbour adoption. An agent that adopted at
+  or before its first exposure is not at risk. :class:`lifelines.CoxTimeVaryingFitter`.
+
+Both read the graph as it stands at the fit (the paper's static graph: an edge formed after an
+adoption still counts). Cost per fit, bounded: cascades largest first (ties by n-gram), at
+most ``max_cascades``; cascades are added whole while the table stays within ``max_rows``
+rows (the first is always taken), so the sample is deterministic and ``hazard_capped`` says
+when the cap bit. Building the table costs O(rows + the chosen adopters' out-edges); the fit
+O(rows x iterations). Live, :meth:`HazardEngine.expire` fits every ``every`` of event time
+(6 h); a replay fits at :meth:`HazardEngine.fit` (the pipeline's close). State: the last fit's
+figures (a few numbers); the table is dropped after each fit.
+
+>>> from datetime import datetime, timezone
+>>> from streams.events import CommentEvent, PostEvent
+>>> from streams.state.cascades import CascadeConfig, CascadeEngine
+>>> t0 = datetime(2026, 2, 1, tzinfo=timezone.utc).timestamp()
+>>> def at(h):
+...     return datetime.fromtimestamp(t0 + 3600 * h, timezone.utc)
+>>> cas = CascadeEngine(CascadeConfig(min_adopters=2))
+>>> hz = HazardEngine(cas)
+>>> for i, (who, h) in enumerate([("a", 0), ("b", 1), ("c", 3), ("d", 4), ("e", 9)]):
+...     it = Item.of(PostEvent(id=f"post:{i}", event_time=at(h), observed_at=at(h),
+...                            post_id=str(i), author=who, title="molt swarm rising"))
+...     cas.update(it); hz.update(it)
+>>> for i, (src, dst) in enumerate([("a", "c"), ("b", "c"), ("a", "e"), ("b", "d")]):
+...     it = Item.of(CommentEvent(id=f"comment:{i}", event_time=at(9), observed_at=at(9),
+...                               comment_id=str(i), post_id="0", author=src, reply_to=dst))
+...     cas.update(it); hz.update(it)
+>>> hz.fit()
+>>> table = hz.table()
+>>> sorted(zip(table["duration"], table["exposure"]))
+[(1.0, 0), (3.0, 2), (4.0, 1), (9.0, 1)]
+>>> snap = hz.snapshot()
+>>> snap.value("cascade_hazard_subjects"), snap.value("cascade_hazard_events")
+(4.0, 4.0)
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from streams.state.base import Item, Sample, Snapshot
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from streams.state.cascades import CascadeEngine
+
+Model = Literal["published", "time_varying"]
+
+
+@dataclass(frozen=True, slots=True)
+class HazardConfig:
+    """model ["published"]: the paper's code's model, or "time_varying" (see the module);
+    every [6 h]: event time between two fits in :meth:`HazardEngine.expire` (None: only
+    when :meth:`HazardEngine.fit` is called, e.g. a replay's close); max_cascades [1000]:
+    largest cascades fitted; max_rows [20_000]: table rows (subjects, or episodes) at most;
+    time_unit [3600 s]: durations in hours, as the code (the hazard ratio does not depend on
+    it)."""
+
+    model: Model = "published"
+    every: timedelta | None = timedelta(hours=6)
+    max_cascades: int = 1000
+    max_rows: int = 20_000
+    time_unit: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class HazardFit:
+    """One fit: the hazard ratio per extra exposure and its 95 % confidence interval."""
+
+    hazard_ratio: float
+    lower: float
+    upper: float
+    coef: float
+    se: float
+    p: float
+    subjects: int
+    events: int
+    rows: int
+
+    def as_dict(self) -> dict[str, float]:
+        return {"hazard_ratio": self.hazard_ratio, "ci_lower": self.lower,
+                "ci_upper": self.upper, "coef": self.coef, "se": self.se, "p": self.p,
+                "subjects": self.subjects, "events": self.events, "rows": self.rows}
+
+
+def cox_fit(table: pd.DataFrame, model: Model = "published") -> HazardFit | None:
+    """lifelines' Cox fit of a table (published: duration, event, exposure; time_varying:
+    id, start, stop, event, exposure), rows sorted first so the fit depends on the rows only.
+    None when it cannot be fitted (no event, or no variation of the exposure)."""
+    from lifelines import CoxPHFitter, CoxTimeVaryingFitter  # heavy: imported at first fit
+    from lifelines.exceptions import ConvergenceError
+
+    if table.empty or not table["event"].any() or table["exposure"].nunique() < 2:
+        return None
+    cols = ["duration", "event", "exposure"] if model == "published" else \
+        ["id", "start", "stop", "event", "exposure"]
+    df = table[cols].sort_values(cols, kind="mergesort").reset_index(drop=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # lifelines' convergence advice: judged below
+            if model == "published":
+                fitter: Any = CoxPHFitter().fit(df, duration_col="duration", event_col="event")
+            else:
+                fitter = CoxTimeVaryingFitter().fit(df, id_col="id", event_col="event",
+                                                    start_col="start", stop_col="stop")
+    except ConvergenceError:
+        return None
+    coef = float(fitter.params_["exposure"])
+    se = float(fitter.standard_errors_["exposure"])
+    if not (math.isfinite(coef) and math.isfinite(se)):
+        return None
+    z = 1.959963984540054  # the normal 97.5 % quantile, lifelines' alpha = 0.05
+    subjects = len(df) if model == "published" else int(df["id"].nunique())
+    return HazardFit(math.exp(coef), math.exp(coef - z * se), math.exp(coef + z * se), coef,
+                     se, float(fitter.summary.loc["exposure", "p"]), subjects,
+                     int(df["event"].sum()), len(df))
+
+
+class HazardEngine:
+    """The Cox fit over a cascade engine's state, at a slow cadence."""
+
+    def __init__(self, cascades: CascadeEngine, config: HazardConfig | None = None) -> None:
+        self.cascades = cascades
+        self.config = config or HazardConfig()
+        every = self.config.every
+        self._every = None if every is None else every.total_seconds()
+        self._due: float | None = None
+        self.latest: float | None = None  # latest event time seen: the censoring time
+        self.fits_total = 0
+        self._fit: HazardFit | None = None
+        self._info: dict[str, Any] = {}
+
+    def update(self, item: Item) -> None:
+        if self.latest is None or item.t > self.latest:
+            self.latest = item.t
+
+    def expire(self, now: float) -> None:
+        """Fit once every ``every`` of event time."""
+        if self._every is None:
+            return
+        if self._due is None:
+            self._due = now + self._every
+        elif now >= self._due:
+            self.fit(now)
+            self._due = now + self._every
+
+    # -- the table --------------------------------------------------------------------------
+    def _chosen(self) -> list[str]:
+        sizes = self.cascades.sizes()
+        return sorted(sizes, key=lambda g: (-sizes[g], g))[:self.config.max_cascades]
+
+    def table(self, now: float | None = None) -> pd.DataFrame:
+        """The table the next fit reads (``now``: the censoring time of the time-varying
+        model, default the latest event time seen); ``attrs`` say how many cascades it covers
+        and whether the row cap cut it."""
+        import pandas as pd
+
+        cfg = self.config
+        now = self.latest if now is None else now
+        rows: list[tuple] = []
+        taken = 0
+        capped = False
+        for gram in self._chosen():
+            more = (self._published_rows(gram, taken) if cfg.model == "published"
+                    else self._varying_rows(gram, taken, now))
+            if taken and len(rows) + len(more) > cfg.max_rows:
+                capped = True
+                break
+            rows += more
+            taken += 1
+        cols = ["cascade", "duration", "event", "exposure"] if cfg.model == "published" else \
+            ["cascade", "id", "start", "stop", "event", "exposure"]
+        out = pd.DataFrame(rows, columns=cols)
+        out.attrs.update(cascades=taken, capped=capped)
+        return out
+
+    def _published_rows(self, gram: str, no: int) -> list[tuple]:
+        times = self.cascades.adopters(gram)
+        exposed = self.cascades.exposures(gram)[0]  # adopters in the graph
+        seed = min(times.values())
+        unit = self.config.time_unit
+        return [(no, (times[a] - seed) / unit, 1, k) for a, k in sorted(exposed.items())
+                if times[a] > seed]
+
+    def _varying_rows(self, gram: str, no: int, now: float | None) -> list[tuple]:
+        times = self.cascades.adopters(gram)
+        graph = self.cascades.graph
+        hits: dict[str, list[float]] = {}  # exposed agent: its in-neighbours' adoption times
+        for src, t in times.items():
+            for dst in graph.out_neighbours(src):
+                hits.setdefault(dst, []).append(t)
+        unit = self.config.time_unit
+        end = now if now is not None else max(times.values())
+        rows: list[tuple] = []
+        for agent in sorted(hits):
+            steps = sorted(hits[agent])
+            own = times.get(agent)
+            first = steps[0]
+            stop_at = own if own is not None else end
+            if stop_at <= first:
+                continue  # adopted at or before its first exposure: never at risk
+            sid = f"{no}:{agent}"
+            # exposure k on (s_k, s_k+1]: an adoption at s_k+1 itself saw only the k before
+            for k, t in enumerate(steps, 1):
+                nxt = min(steps[k] if k < len(steps) else stop_at, stop_at)
+                if nxt > t:  # several adoptions at one instant: one episode
+                    rows.append((no, sid, (t - first) / unit, (nxt - first) / unit,
+                                 int(nxt == own), k))
+                if nxt >= stop_at:
+                    break
+        return rows
+
+    # -- the fit ----------------------------------------------------------------------------
+    def fit(self, now: float | None = None) -> None:
+        """Fit now (the pipeline's close; live, :meth:`expire` calls it)."""
+        table = self.table(now)
+        self.fits_total += 1
+        self._fit = cox_fit(table, self.config.model)
+        at = now if now is not None else self.latest
+        self._info = {"model": self.config.model, "cascades": table.attrs["cascades"],
+                      "capped": table.attrs["capped"],
+                      "fitted_at": None if at is None else
+                      datetime.fromtimestamp(at, UTC).isoformat()}
+
+    def snapshot(self) -> Snapshot:
+        samples = [Sample("cascade_hazard_fits_total", float(self.fits_total), kind="counter",
+                          help="Cox fits of adoption by exposure run")]
+        fit = self._fit
+        if fit is not None:
+            samples += [
+                Sample("cascade_hazard_ratio", fit.hazard_ratio,
+                       help="Cox hazard ratio of cascade adoption per extra exposure"),
+                Sample("cascade_hazard_ratio_lower", fit.lower, help="Its 95 % CI, lower"),
+                Sample("cascade_hazard_ratio_upper", fit.upper, help="Its 95 % CI, upper"),
+                Sample("cascade_hazard_subjects", float(fit.subjects),
+                       help="Subjects (agent, cascade) in the last fit"),
+                Sample("cascade_hazard_events", float(fit.events),
+                       help="Adoptions in the last fit"),
+            ]
+        details = {"cascade_hazard": {**self._info,
+                                      **(fit.as_dict() if fit is not None else {})}}
+        return Snapshot(samples=samples, details=details)
+
