@@ -45,6 +45,21 @@ eighth of the tracked n-grams before one (8 bytes an occurrence: the buffer adds
 to the tables' memory); per post the cost is O(tokens x max_n x log), with no Python loop over
 tokens or history.
 
+A hard bound besides (``max_tracked``, default 100 M n-grams of all n: 1.3 GB of tables).
+Most tracked n-grams are singletons (seen once: on real posts ~650 distinct n-grams a post,
+most never seen again), and the grace rule keeps them G + lateness + 1 days: a Moltbook peak
+day (200k posts) after normal days (50k) would hold ~400 M of them, 5 GB. When a merge leaves
+more than ``max_tracked`` n-grams, the singletons of the oldest days are evicted, whole days
+at a time, never the current day's (qualifying n-grams are never evicted: they carry the
+counters). What that costs, exactly bounded: an evicted singleton holds no count (it never
+qualified), so the series only changes if it recurs within the grace: it then starts a new
+life there instead of qualifying from its first day. So each evicted n-gram moves at most one
+birth (off its first day, possibly onto a later one) and one death, and removes itself from
+the active sets of at most G days: the day's births, deaths and active counts are each off by
+at most ``ngram_evicted_total`` (what ``evicted_through``, the last day evicted, bounds in
+time). With nothing evicted the rule is exact (the tests hold both). The batch rule never
+evicts.
+
 Multi-worker: births and deaths need each n-gram's whole history in one place, and the per-day
 counters are only additive between trackers that own disjoint n-grams. So either one reducer
 consumes the posts of a single-partition topic, or the work is sharded by n-gram id and the
@@ -78,6 +93,7 @@ from streams.state.base import Item, Sample, Snapshot
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 BYTES_PER_NGRAM = 8 + 2 + 2 + 1
+MAX_TRACKED = 100_000_000  # live n-grams held (all n): 1.3 GB of tables at most, see above
 DAY = 86_400.0
 
 
@@ -156,6 +172,28 @@ class _Lifecycle:
         self.base: int | None = None  # day index of position 0 of the counters
         self.births = np.zeros((max_n, 0), np.int64)  # qualifying lives with first = day
         self.deaths = np.zeros((max_n, 0), np.int64)  # qualifying lives with last = day
+
+    def evict(self, keep_at_most: int, current: int) -> tuple[int, int | None]:
+        """Drop the singletons (count 1) of the oldest days until at most ``keep_at_most``
+        n-grams are held, whole days at a time and never the current day's; returns how many
+        were dropped and the last day dropped (None: none)."""
+        held = sum(len(t) for t in self.tables)
+        if held <= keep_at_most:
+            return 0, None
+        days = np.concatenate([t.last[t.count < 2] for t in self.tables]).astype(np.int64)
+        days = days[days < current]
+        if not len(days):
+            return 0, None
+        counts = np.bincount(days - days.min())
+        gone = np.cumsum(counts)
+        # the fewest oldest days whose singletons bring the tables under the bound
+        k = min(int(np.searchsorted(gone, held - keep_at_most)), len(gone) - 1)
+        cut = int(days.min()) + k  # singletons last seen on or before this day go
+        dropped = int(gone[k])
+        for t in self.tables:
+            if len(t):
+                t.keep((t.count >= 2) | (t.last.astype(np.int64) > cut))
+        return dropped, cut
 
     def drop_done(self, watermark: int) -> None:
         """Drop n-grams that can no longer change: last + G < watermark."""
@@ -256,7 +294,7 @@ class NgramTracker:
 
     def __init__(self, max_n: int = 5, grace_days: int | None = 7, lateness_days: int = 1,
                  min_frequency: int = 2, flush_every: int = 1_000_000,
-                 batch: bool = False) -> None:
+                 batch: bool = False, max_tracked: int | None = MAX_TRACKED) -> None:
         if grace_days is not None and grace_days < lateness_days:
             raise ValueError("grace_days must be >= lateness_days")
         if min_frequency != 2:
@@ -265,6 +303,7 @@ class NgramTracker:
         self.grace_days = grace_days
         self.lateness_days = lateness_days
         self.flush_every = flush_every
+        self.max_tracked = None if grace_days is None else max_tracked  # batch: never evicts
         self._live = _Lifecycle(max_n, grace_days)
         self._batch = _Lifecycle(max_n, None) if batch and grace_days is not None else None
         # buffered occurrences: per n the id arrays of each text, and each text's day
@@ -279,6 +318,8 @@ class NgramTracker:
         self.texts_total = 0
         self.occurrences_total = 0
         self.late_total = 0
+        self.evicted_total = 0
+        self.evicted_through: int | None = None  # the last day whose singletons were evicted
 
     @property
     def batch(self) -> bool:
@@ -332,6 +373,15 @@ class NgramTracker:
         if self._first_day is None:
             self._first_day = day
         self._live.drop_done(day - self.lateness_days)
+        self._bound()
+
+    def _bound(self) -> None:
+        """Evict old singletons while the live tables hold more than ``max_tracked``."""
+        if self.max_tracked is not None and self.current is not None:
+            dropped, cut = self._live.evict(self.max_tracked, self.current)
+            if dropped:
+                self.evicted_total += dropped
+                self.evicted_through = cut
 
     # -- merge ------------------------------------------------------------------------------
     def _flush(self) -> None:
@@ -354,6 +404,7 @@ class NgramTracker:
                 b.clear()
             days.clear()
         self._buffered = 0
+        self._bound()
         # a merge rewrites the tables (O(tracked)): buffer at least an eighth of them first,
         # so that rewriting costs O(1) an occurrence however many n-grams the window holds
         held = sum(len(t) for t in self._live.tables)
@@ -418,11 +469,15 @@ class NgramTracker:
             Sample("ngram_late_total", float(self.late_total), kind="counter",
                    help="Posts older than the lateness bound, skipped by the live rule"),
             Sample("ngram_state_bytes", float(self.nbytes()), help="Bytes of n-gram tables"),
+            Sample("ngram_evicted_total", float(self.evicted_total), kind="counter",
+                   help="Singleton n-grams evicted by the live rule's max_tracked bound"),
         ]
         tracked = sum(len(t) for t in self._live.tables)
         details: dict[str, Any] = {
             "report_day": report, "grace_days": self.grace_days,
-            "lateness_days": self.lateness_days,
+            "lateness_days": self.lateness_days, "max_tracked": self.max_tracked,
+            "evicted_total": self.evicted_total, "evicted_through":
+                None if self.evicted_through is None else day_label(self.evicted_through),
             "bytes_per_tracked_ngram": (self._live.nbytes() / tracked) if tracked else None,
             "tracked": {str(n): len(self._live.tables[n - 1]) for n in all_series},
             "mean_rates": {str(n): _means(s) for n, s in all_series.items()},

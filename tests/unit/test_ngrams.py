@@ -244,3 +244,32 @@ def test_gauges_late_events_and_settled_days() -> None:
     assert tr.tracked(1) == 3  # beta, gamma, delta
     with pytest.raises(ValueError):
         NgramTracker(grace_days=0, lateness_days=1)
+
+
+def test_max_tracked_evicts_old_singletons_within_the_bound(posts, tokens) -> None:
+    """Over ``max_tracked`` the singletons of the oldest days go, whole days at a time; each
+    evicted n-gram moves a day's births, deaths or active count by at most one, so the series
+    stays within ``ngram_evicted_total`` of the exact grace rule; the tables stay bounded."""
+    bound = 60_000
+    tr = NgramTracker(grace_days=7, lateness_days=1, flush_every=2_000, max_tracked=bound)
+    over = 0
+    for it in posts:
+        tr.update(it)
+        tables = tr._live.tables
+        if sum(len(t) for t in tables) > bound:  # then only what may not be evicted is held
+            over += 1
+            assert not any(((t.count < 2) & (t.last < tr.current)).any() for t in tables)
+    assert tr.evicted_total > 0 and tr.evicted_through is not None and over
+    worst = 0
+    for n in (1, 3, 5):
+        want = lives_rates(tokens, n, grace=7)[0]
+        got = tr.series(n)
+        assert [r["day"] for r in got] == [r["day"] for r in want]
+        for g, w in zip(got, want, strict=True):
+            for key in ("active", "births"):
+                assert abs(g[key] - w[key]) <= tr.evicted_total, (g["day"], key)
+                worst = max(worst, abs(g[key] - w[key]))
+    assert worst > 0  # the bound is exercised, not vacuous
+    snap = tr.snapshot()
+    assert snap.value("ngram_evicted_total") == tr.evicted_total
+    assert snap.details["ngrams"]["evicted_through"] == day_label(tr.evicted_through)
