@@ -13,6 +13,10 @@ transitions, so that re-evaluating the same incident never fires it twice:
   it re-opens as ``updated`` with its original ``starts_at`` instead of firing again.
 
 The fingerprint is a hash of (type, key): stable across evaluations, processes and replays.
+Every alert's evidence carries ``link``: the path, from the API's root, of the incident's view
+on the live page (``/#alert-<incident id>``; the page also opens ``/#alert-<fingerprint>`` on
+the newest incident of that fingerprint). The rest of the evidence is the detector's (see
+:mod:`detectors.evidence` for the shared exemplars, clusters and timeline).
 Time is event time (what the stream says), so a replay gives the same alerts as the live run;
 the book takes it as unix seconds (the one time type of the engines) and writes the alerts'
 times as aware UTC datetimes (their published form).
@@ -20,8 +24,8 @@ times as aware UTC datetimes (their published form).
 >>> t0 = 1770537600.0  # 2026-02-08 08:00 UTC
 >>> book = AlertBook(resolve_after_s=60)
 >>> f = Finding("surge", "token:CLAW", "warning", "CLAW surge", {"posts": 12}, score=12)
->>> [a.state for a in book.reconcile(t0, "surge", [f])]
-['firing']
+>>> [(a.state, a.evidence["link"]) for a in book.reconcile(t0, "surge", [f])]
+[('firing', '/#alert-c5bc81277148a7eb:1770537600')]
 >>> book.reconcile(t0 + 10, "surge", [f])   # same incident: nothing new
 []
 >>> [(a.state, a.ends_at) for a in book.reconcile(t0 + 80, "surge", [])]
@@ -52,6 +56,11 @@ def _at(t: float) -> datetime:
 def fingerprint(alert_type: str, key: str) -> str:
     """Stable 16-hex-digit identity of an incident (not Python's salted ``hash``)."""
     return hashlib.sha256(f"{alert_type}\x00{key}".encode()).hexdigest()[:16]
+
+
+def page_link(fp: str, starts_at: datetime) -> str:
+    """The incident's view on the live page, as a path from the API's root."""
+    return f"/#alert-{fp}:{int(starts_at.timestamp())}"
 
 
 class Alert(BaseModel):
@@ -194,7 +203,9 @@ class AlertBook:
         update: dict = {"state": "resolved", "ends_at": entry.last_seen, "updated_at": now,
                         "sequence": entry.alert.sequence + 1}
         if entry.latest is not None:  # resolve with the incident's final evidence
-            update |= {"summary": entry.latest.summary, "evidence": entry.latest.evidence}
+            update |= {"summary": entry.latest.summary,
+                       "evidence": {**entry.latest.evidence,
+                                    "link": page_link(fp, entry.alert.starts_at)}}
         alert = entry.alert.model_copy(update=update)
         self._recently_resolved[fp] = alert
         self._closed.append(alert)
@@ -210,4 +221,5 @@ class AlertBook:
                sequence: int) -> Alert:
         return Alert(type=f.type, key=f.key, severity=f.severity, fingerprint=fp, state=state,
                      starts_at=starts_at, updated_at=now, sequence=sequence, summary=f.summary,
-                     labels=dict(f.labels), evidence=f.evidence)
+                     labels=dict(f.labels),
+                     evidence={**f.evidence, "link": page_link(fp, starts_at)})

@@ -30,10 +30,16 @@ old when last seen at most ``memory_s`` before; entries unseen for ``memory_s`` 
 the table is rebuilt (when it would pass half full), a single's age is checked exactly when it
 is used again.
 
+The evidence (:mod:`detectors.evidence`): exemplars and near-duplicate clusters of the texts of
+the first ``evidence_texts`` adopters after the first (the first's text is not kept: its
+record holds its time, author and id, and it leads the timeline), and the timeline of every
+adopter's first use.
+
 Memory: the distinct n-grams of ``memory_s`` (25 bytes a slot, at most 4 slots an n-gram; over
 ``max_seen`` n-grams the least recently seen go first, the only departure from the definition),
 one record per text within ``max_age_s`` that gave birth to n-grams, and the adopters (at most
-``max_adopters``) of the young n-grams with two or more. Items without an author count as
+``max_adopters``) and the first ``evidence_texts`` adopters' texts (400 characters each) of
+the young n-grams with two or more. Items without an author count as
 texts and make n-grams old, but adopt nothing.
 
 >>> from streams.state.base import Item
@@ -58,6 +64,7 @@ import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from detectors.alert import Finding, Severity
+from detectors.evidence import Sighting, build_evidence, snippet
 from streams.events import CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.text import Text
@@ -79,6 +86,7 @@ class BurstConfig:
     warmup_texts: int = 1000
     max_seen: int = 20_000_000
     max_adopters: int = 500
+    evidence_texts: int = 20
     batch: int = 4096
     flush_s: float = 30.0
 
@@ -94,6 +102,7 @@ class _Young:
     adopters: dict[str, float] = field(default_factory=dict)
     posts: list[str] = field(default_factory=list)
     threads: set[str] = field(default_factory=set)
+    texts: list[Sighting] = field(default_factory=list)  # the first adopters' texts (evidence)
 
 
 def _post_id(item: Item) -> str:
@@ -197,6 +206,10 @@ class _Text(NamedTuple):
     text: Text
     warm: bool  # in the warm-up: its n-grams are only seen
     texts_before: int
+    raw: str  # the start of the text (evidence)
+
+    def sighting(self) -> Sighting:
+        return Sighting(self.t, self.author, self.post, self.raw)
 
 
 class BurstDetector:
@@ -238,7 +251,7 @@ class BurstDetector:
             return
         warm = not (t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts)
         self._buf.append(_Text(t, item.author, _post_id(item), item.event.post_id, ids, item.text,
-                               warm, self._texts - 1))
+                               warm, self._texts - 1, snippet(item.event.text)))
         if len(self._buf) >= self.cfg.batch:
             self._flush()
 
@@ -328,6 +341,8 @@ class BurstDetector:
                     y.adopters[b.author] = b.t
                     y.posts.append(b.post)
                     y.threads.add(b.thread)
+                    if len(y.texts) < cfg.evidence_texts:
+                        y.texts.append(b.sighting())
             elif g not in dead and self._promote(g, rc, b, p):
                 dead.add(g)
                 if g in self._young:
@@ -366,7 +381,7 @@ class BurstDetector:
         adopters = {first: born} if first is not None else {}
         adopters[b.author] = b.t
         self._young[g] = _Young(phrase, born, texts_before, 2, adopters, [post, b.post],
-                                {thread, b.thread})
+                                {thread, b.thread}, [b.sighting()])
         heapq.heappush(self._young_due, (born + self.cfg.max_age_s, g))
         self._dirty.add(g)
         return True
@@ -468,7 +483,8 @@ class BurstDetector:
                     "text_share": round(y.uses / max(self._texts - y.texts_at_birth, 1), 4),
                     "growth_rate_per_h": round(n / hours, 2),
                     "seconds_to_min_adopters": None if t_min is None else round(t_min - y.born),
-                    "agents": [a for a, _ in order[:100]], "post_ids": y.posts[:20]}
+                    "agents": [a for a, _ in order[:100]], "post_ids": y.posts[:20],
+                    **build_evidence(y.texts, first_acts=y.adopters)}
         summary = (f"Lexical burst '{g}': born {hours:.1f} h ago, adopted by {n} agents "
                    f"({n / hours:.1f}/h)")
         return Finding(self.type, f"ngram:{g}", severity, summary, evidence, score=float(n),

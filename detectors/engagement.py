@@ -21,9 +21,15 @@ change). All rates moving down make one "collapse" incident, all moving up one "
 of comments or votes per post is not judged).
 
 Posts and comments without an author count in every rate; they are simply not agents (no
-first appearance). Memory: ``baseline_buckets`` values per rate, the open buckets, and the ids
-of the posts of the last ``reply_horizon_s + bucket_s`` (for the reply share); first-seen
-agents, at most ``max_agents`` (least recently seen evicted).
+first appearance). When the new-agent rate moves, the evidence (:mod:`detectors.evidence`) is
+the newcomers of the last bucket judged: their first posts or comments as exemplars, the
+near-duplicate clusters among them (a farm of new accounts posting one text), and the
+timeline of their first acts; the other rates are counts, with no texts to show.
+
+Memory: ``baseline_buckets`` values per rate, the open buckets (each with the first acts of at
+most ``evidence_agents`` new agents, 400 characters each), and the ids of the posts of the
+last ``reply_horizon_s + bucket_s`` (for the reply share); first-seen agents, at most
+``max_agents`` (least recently seen evicted).
 
 >>> from datetime import datetime, timedelta, timezone
 >>> from streams.events import CommentEvent, PostEvent
@@ -52,6 +58,7 @@ from dataclasses import dataclass, field
 from river.drift import PageHinkley
 
 from detectors.alert import Finding, Severity
+from detectors.evidence import Sighting, build_evidence, snippet
 from streams.events import CommentEvent, PostEvent, VoteEvent
 from streams.state.base import Item, Sample, Snapshot
 
@@ -79,6 +86,7 @@ class EngagementConfig:
     ph_threshold: float = 8.0
     warmup_s: float = 3 * 3600.0
     max_agents: int = 1_000_000
+    evidence_agents: int = 50
 
 
 @dataclass(slots=True)
@@ -89,6 +97,7 @@ class _Bucket:
     new_agents: int = 0
     replied: set[str] = field(default_factory=set)
     post_ids: set[str] = field(default_factory=set)
+    newcomers: list[Sighting] = field(default_factory=list)  # first acts of its new agents
 
 
 @dataclass(slots=True)
@@ -121,6 +130,8 @@ class EngagementDetector:
         self._start: float | None = None
         self._closed_upto: int | None = None   # last bucket whose counts were judged
         self._replies_upto: int | None = None  # last bucket whose reply share was judged
+        # evidence of the last bucket whose new-agent rate was judged changed: its newcomers
+        self._newcomers: dict | None = None
 
     def update(self, item: Item) -> None:
         event, t = item.event, item.t
@@ -133,13 +144,13 @@ class EngagementDetector:
             b.posts += 1
             b.post_ids.add(event.post_id)
             self._post_bucket[event.post_id] = int(t // self.cfg.bucket_s)
-            self._seen(item.author, t, b)
+            self._seen(item, event.post_id, b)
         elif isinstance(event, CommentEvent):
             b.comments += 1
             pb = self._post_bucket.get(event.post_id)
             if pb is not None and pb in self._buckets:
                 self._buckets[pb].replied.add(event.post_id)
-            self._seen(item.author, t, b)
+            self._seen(item, f"{event.post_id}/{event.comment_id}", b)
         elif isinstance(event, VoteEvent):
             b.votes += abs(event.delta_up) + abs(event.delta_down)
 
@@ -149,7 +160,8 @@ class EngagementDetector:
             return None  # late for a judged bucket: dropped rather than rewriting history
         return self._buckets.setdefault(idx, _Bucket())
 
-    def _seen(self, author: str | None, t: float, b: _Bucket) -> None:
+    def _seen(self, item: Item, item_id: str, b: _Bucket) -> None:
+        author, t = item.author, item.t
         if author is None:
             return
         if author in self._agents:
@@ -160,6 +172,9 @@ class EngagementDetector:
             self._agents.popitem(last=False)
         if self._start is not None and t - self._start >= self.cfg.warmup_s:
             b.new_agents += 1
+            if len(b.newcomers) < self.cfg.evidence_agents:
+                text = item.event.text if isinstance(item.event, PostEvent | CommentEvent) else ""
+                b.newcomers.append(Sighting(t, author, item_id, snippet(text)))
 
     def expire(self, now: float) -> None:
         """Nothing to drop here: :meth:`findings` closes each bucket once judged, and the post
@@ -184,6 +199,8 @@ class EngagementDetector:
                     self._judge("vote_rate", idx, b.votes, b.posts)
                 if self._start is not None and idx * cfg.bucket_s - self._start >= cfg.warmup_s:
                     self._judge("new_agent_rate", idx, b.new_agents, b.posts)
+                    if self._rates["new_agent_rate"].evidence is not None:
+                        self._newcomers = build_evidence(b.newcomers)
         horizon = int((now - cfg.reply_horizon_s) // cfg.bucket_s)
         for idx in sorted(i for i in self._buckets if i < horizon
                           and (self._replies_upto is None or i > self._replies_upto)):
@@ -248,7 +265,9 @@ class EngagementDetector:
         parts = ", ".join(f"{n} {ev['value']} vs {ev['baseline_median']}"
                           for n, ev in sorted(active.items()))
         summary = f"Engagement {word}: {parts}"
-        return Finding(self.type, word, severity, summary,
-                       {"direction": direction, "rates": active, "max_abs_z": z},
+        evidence = {"direction": direction, "rates": active, "max_abs_z": z}
+        if "new_agent_rate" in active and self._newcomers is not None:
+            evidence |= self._newcomers  # who the newcomers are (or the few of a drop)
+        return Finding(self.type, word, severity, summary, evidence,
                        score=z, labels={"direction": direction,
                                         "rates": ",".join(sorted(active))})

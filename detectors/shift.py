@@ -21,9 +21,16 @@ both judged against their own normal variation, never against a fixed constant a
   small day with the hashed bag-of-words embedder: 20/20 planted drifts caught, 2 false alerts
   on 20 clean days, against 12/20 and 8 for a population of 20 and no persistence).
 
+Evidence (:mod:`detectors.evidence`): for the society, exemplars, near-duplicate clusters and
+timeline of the window's posts that point most along the centroid's move (the best
+``evidence_candidates`` by dot product with current mean minus reference mean, among the last
+``evidence_posts`` admitted posts); for an agent, its kept posts, furthest from its first ones
+first.
+
 Memory: ``(window_s + reference_s) / bucket_s`` vector sums and ``history`` distances for the
 society; two vectors (float32) per agent for at most ``max_agents`` agents (least recently
-posting evicted): 3 kB per agent at 384 dimensions.
+posting evicted): 3 kB per agent at 384 dimensions; the last ``evidence_posts`` admitted posts
+(a vector and 400 characters each: 400 kB at 384 dimensions).
 
 >>> from streams.events import PostEvent
 >>> d = ShiftDetector(ShiftConfig(min_posts=5, history=4, min_history=4, bucket_s=600))
@@ -47,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from detectors.alert import Finding, Severity
+from detectors.evidence import Sighting, build_evidence, snippet
 from streams.events import PostEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.state.centroid import cosine
@@ -70,6 +78,8 @@ class ShiftConfig:
     min_agents: int = 10
     agent_persist_posts: int = 2
     max_agents: int = 50_000
+    evidence_posts: int = 200
+    evidence_candidates: int = 40
 
 
 @dataclass(slots=True)
@@ -99,6 +109,8 @@ class ShiftDetector:
         self._drifting: set[str] = set()
         self._low_since: dict[str, int] = {}  # agent -> its post count when it first fell low
         self._agent_findings: list[Finding] = []
+        # the last evidence_posts admitted posts with their unit vectors, for the exemplars
+        self._recent: deque[tuple[Sighting, np.ndarray]] = deque(maxlen=self.cfg.evidence_posts)
 
     def update(self, item: Item) -> None:
         if item.vector is None or not item.admitted or not isinstance(item.event, PostEvent):
@@ -117,6 +129,8 @@ class ShiftDetector:
             self._buckets.append([idx, v.astype(np.float64), 1])
         if author is not None:
             self._observe_agent(t, author, v)
+        self._recent.append((Sighting(t, author, item.event.post_id, snippet(item.event.text)),
+                             v))
 
     def _observe_agent(self, t: float, author: str, v: np.ndarray) -> None:
         cfg = self.cfg
@@ -169,7 +183,8 @@ class ShiftDetector:
         n_cur, n_ref = sum(b[2] for b in cur), sum(b[2] for b in ref)
         if n_cur < cfg.min_posts or n_ref < cfg.min_posts:
             return None
-        c = cosine(sum(b[1] for b in cur), sum(b[1] for b in ref))
+        cur_sum, ref_sum = sum(b[1] for b in cur), sum(b[1] for b in ref)
+        c = cosine(cur_sum, ref_sum)
         if math.isnan(c):
             return None
         d = 1.0 - c
@@ -182,10 +197,20 @@ class ShiftDetector:
                 verdict = {"distance": round(d, 5), "normal_median": round(med, 5),
                            "normal_sd": round(sd, 5), "threshold": round(bar, 5),
                            "window_posts": int(n_cur), "reference_posts": int(n_ref),
-                           "z": round((d - med) / sd, 2) if sd > 0 else None}
+                           "z": round((d - med) / sd, 2) if sd > 0 else None,
+                           **self._towards(cur_sum / n_cur - ref_sum / n_ref,
+                                           (idx - nw + 1) * cfg.bucket_s)}
         if verdict is None:  # the normal variation is learnt from normal times only
             self._distances.append(d)
         return verdict
+
+    def _towards(self, direction: np.ndarray, since: float) -> dict:
+        """Evidence of the new direction: the window's kept posts (since ``since``) that point
+        most along the move of the centroid, the best ``evidence_candidates`` of them ranked
+        (:func:`detectors.evidence.build_evidence`)."""
+        posts = [(float(v @ direction), s) for s, v in self._recent if s.t >= since]
+        posts.sort(key=lambda ps: (-ps[0], ps[1].t, ps[1].item_id))
+        return build_evidence(s for _, s in posts[: self.cfg.evidence_candidates])
 
     def _society_finding(self, v: dict) -> Finding:
         cfg = self.cfg
@@ -220,10 +245,14 @@ class ShiftDetector:
             drifting.add(name)
             summary = (f"Topic drift of agent {name}: its recent posts are at cosine {s:.2f} "
                        f"from its first {cfg.agent_reference} (agents' median {med:.2f})")
+            # its kept posts, furthest from its first ones first
+            own = sorted(((float(v @ a.reference), p) for p, v in self._recent
+                          if p.agent == name), key=lambda vp: (vp[0], -vp[1].t))
             out.append(Finding(self.type, f"agent:{name}", "warning", summary,
                                {"scope": "agent", "agent": name, "similarity": round(s, 4),
                                 "agents_median": round(med, 4), "agents_sd": round(sd, 4),
-                                "posts": a.n, "first_post_t": a.first_t},
+                                "posts": a.n, "first_post_t": a.first_t,
+                                **build_evidence(p for _, p in own)},
                                score=1.0 - s, labels={"scope": "agent", "agent": name}))
         self._drifting = drifting
         self._low_since = low_since

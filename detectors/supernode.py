@@ -28,7 +28,9 @@ growing society, newly registered prolific agents climb from nothing to the top 
 emerging super-node must out-reach them, not only meet the definition. An open incident holds
 at ``min_repliers``. Only snapshots whose graph covered a whole ``graph_window_s`` form the
 baseline or the natural reach: a warming-up graph has no history to jump from.
-The evidence is its trajectory (time, share, rank, in the set or not) and the reach bar.
+The evidence is its trajectory (time, share, rank, in the set or not), the reach bar, and who
+interacts with it: the ``timeline`` (:mod:`detectors.evidence`) of its repliers' first replies
+in the window, with their numbers of replies (no texts are kept: it is about who, not what).
 
 Defaults (one snapshot per 5 min): 2 h graph, 1 h baseline, 2 snapshots of persistence, share
 >= 3 % and >= 5x the baseline, 50 repliers, 4 threads of 10 replies, the natural reach's 90th
@@ -68,6 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from detectors.alert import Finding, Severity
+from detectors.evidence import timeline
 from streams.events import CommentEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.state.pagerank import largest_gap_cut, pagerank_arrays
@@ -316,11 +319,21 @@ class SupernodeDetector:
                     "supernodes": sorted(last.supernodes), "agents_in_graph": last.n_agents,
                     "repliers_in_window": repliers, "threads_in_window": threads,
                     "reach_bar": round(self.reach_bar(), 1),
-                    "trajectory": trajectory}
+                    "trajectory": trajectory, "timeline": self._repliers_timeline(agent)}
         summary = (f"Emerging super-node {agent}: PageRank share {last.shares[agent]:.1%} "
                    f"vs baseline {baseline:.2%} ({ratio:.1f}x), rank {last.ranks.get(agent)}")
         return Finding(self.type, f"agent:{agent}", severity, summary, evidence,
                        score=last.shares[agent], labels={"agent": agent})
+
+    def _repliers_timeline(self, agent: str) -> dict:
+        """Who interacts with ``agent``: each replier's first reply in the window, in order,
+        with its number of replies (:func:`detectors.evidence.timeline`); one pass over the
+        window's edges, once a snapshot."""
+        first: dict[str, float] = {}
+        for t, source, target, _ in self._edges:
+            if target == agent and source not in first:
+                first[source] = t
+        return timeline(first_acts=first, acts=self._repliers.get(agent, Counter()))
 
     def _sample(self, now: float) -> None:
         if self._last_sample is not None and now - self._last_sample < self.cfg.sample_interval_s:

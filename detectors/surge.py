@@ -37,10 +37,16 @@ under ``automation_s`` = 5 s suggest automation, which raises the severity to cr
 Entities that share most of their posts (the token, its URL and its template) are reported as
 one incident under the highest-priority entity, the others listed as ``related_entities``.
 
+The evidence (:mod:`detectors.evidence`) is built from the entity's kept posts (exemplars,
+near-duplicate clusters on their first 400 word ids, the surge's own near-duplicate measure)
+and the incident's agents (the timeline: every agent's first post since the incident opened,
+or since the oldest kept post).
+
 Memory: at most ``max_entities`` entities (least recently seen evicted, and any unseen for
 ``window_s + baseline_s``), each with ``(window_s + baseline_s) / bucket_s`` counters, at most
-``max_posts_per_entity`` recent posts and ``max_accounts_per_entity`` accounts; plus the
-creation time of at most ``max_agents`` agents.
+``max_posts_per_entity`` recent posts (each with its first 400 word ids and 400 characters)
+and ``max_accounts_per_entity`` accounts; per open incident, at most 1000 agents' post counts
+and first post times; plus the creation time of at most ``max_agents`` agents.
 
 >>> from datetime import datetime, timedelta, timezone
 >>> from streams.events import PostEvent
@@ -65,6 +71,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from detectors.alert import Finding, Severity
+from detectors.evidence import Sighting, build_evidence, snippet
 from streams.events import AgentEvent, CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.text import Text
@@ -229,6 +236,7 @@ class _Entity:
     posts: deque[_Post] = field(default_factory=deque)
     accounts: dict[str, float] = field(default_factory=dict)
     incident_agents: Counter[str] | None = None
+    incident_first: dict[str, float] = field(default_factory=dict)  # agent -> first post time
 
 
 class SurgeDetector:
@@ -273,7 +281,7 @@ class SurgeDetector:
             self._anonymous += 1
         created = self._agent_created.get(author) if author is not None else None
         new = None if created is None else (t - created) <= self.cfg.new_account_age_s
-        post = _Post(t, author, post_id, thread, text.word_ids[:400], new, raw[:200], sig)
+        post = _Post(t, author, post_id, thread, text.word_ids[:400], new, snippet(raw), sig)
         idx = float(int(t // self.cfg.bucket_s))
         for name in names:
             e = self._entities.get(name)
@@ -295,8 +303,10 @@ class SurgeDetector:
             if author is not None:  # an unknown author adds volume, not an account
                 if author in e.accounts or len(e.accounts) < self.cfg.max_accounts_per_entity:
                     e.accounts[author] = t
-                if e.incident_agents is not None and len(e.incident_agents) < 1000:
+                if e.incident_agents is not None and (author in e.incident_agents
+                                                      or len(e.incident_agents) < 1000):
                     e.incident_agents[author] += 1
+                    e.incident_first[author] = min(e.incident_first.get(author, t), t)
             self._dirty.add(name)
 
     def findings(self, now: float) -> list[Finding]:
@@ -330,7 +340,7 @@ class SurgeDetector:
         reported = {e.name for e, _, _ in accepted}
         for name in self._reported - reported:
             if (e := self._entities.get(name)) is not None:
-                e.incident_agents = None
+                e.incident_agents, e.incident_first = None, {}
         self._reported = reported
         return [self._finding(e, stats) for e, stats, _ in accepted]
 
@@ -421,19 +431,25 @@ class SurgeDetector:
     def _finding(self, e: _Entity, stats: dict) -> Finding:
         cfg = self.cfg
         if e.incident_agents is None:
-            e.incident_agents = Counter()
+            e.incident_agents, e.incident_first = Counter(), {}
             for p in e.posts:
                 if p.author is not None:
                     e.incident_agents[p.author] += 1
+                    e.incident_first[p.author] = min(e.incident_first.get(p.author, p.t), p.t)
         agents = [a for a, _ in e.incident_agents.most_common(cfg.max_evidence_agents)]
         recent = list(e.posts)[-20:]
         severity: Severity = ("critical" if stats["automated_posts"] >= 3
                               or stats["distinct_accounts"] >= 5 * cfg.min_accounts
                               else "warning")
         kind, value = e.name.split(":", 1)
+        # exemplars, near-duplicate clusters and timeline of the kept posts (in time order),
+        # the timeline completed by the first post of every incident agent
+        posts = sorted(e.posts, key=lambda p: (p.t, p.post_id))
+        shared = build_evidence(
+            (Sighting(p.t, p.author, p.post_id, p.text, p.word_ids) for p in posts),
+            first_acts=e.incident_first, acts=e.incident_agents)
         evidence = {**stats, "agents": agents, "incident_agent_count": len(e.incident_agents),
-                    "post_ids": [p.post_id for p in recent],
-                    "sample_texts": list(dict.fromkeys(p.text for p in recent))[:3]}
+                    "post_ids": [p.post_id for p in recent], **shared}
         posts = sum(e.incident_agents.values())
         evidence["incident_posts"] = posts
         summary = (f"Coordinated surge of {kind} {value}: {posts} posts by "

@@ -45,6 +45,9 @@ def test_lifecycle_firing_updated_resolved() -> None:
     assert book.firing() == []
     assert [(i.state, i.incident_id) for i in book.incidents()] == [("resolved",
                                                                      a.incident_id)]
+    # every transition links the incident's view on the page, and keeps the detector's evidence
+    assert {x.evidence["link"] for x in (a, u, c, r)} == {f"/#alert-{a.incident_id}"}
+    assert r.evidence["posts"] == 30
 
 
 def test_detector_types_do_not_resolve_each_other() -> None:
@@ -60,6 +63,7 @@ def test_comeback_within_cooldown_reopens_instead_of_firing_again() -> None:
     book.reconcile(at(100), "surge", [])
     [again] = book.reconcile(at(1000), "surge", [f()])
     assert (again.state, again.starts_at, again.sequence) == ("updated", dt(0), 3)
+    assert again.evidence["link"] == f"/#alert-{again.incident_id}"  # the one incident's view
     assert book.fired_total == {("surge", "warning"): 1}
     assert len(book.incidents()) == 1
     book.reconcile(at(1100), "surge", [])

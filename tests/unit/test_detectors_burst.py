@@ -65,12 +65,24 @@ def test_new_phrase_spreading_through_varied_texts_is_caught_once() -> None:
     assert first["ngram"] == "glorbix vantal doctrine"
     assert first["adopters"] >= 12 and first["growth_rate_per_h"] >= 6
     assert first["born_at"] >= 4 * 3600 and len(first["agents"]) == first["adopters"]
+    # evidence: the adopters' texts use the phrase; the timeline is the adopters in order,
+    # led by the agent whose text gave it birth
+    assert first["exemplars"] and all("glorbix vantal doctrine" in x["text"]
+                                      for x in first["exemplars"])
+    assert first["clusters"] == []  # varied texts: no near-duplicates
+    tl = first["timeline"]
+    assert tl["agents"] == first["adopters"] and tl["start"] == first["born_at"]
+    assert [x["agent"] for x in tl["entries"]] == first["agents"][:30]
+    assert [x["role"] for x in tl["entries"]][:1] == ["leader"]
 
 
 def test_pasted_near_identical_texts_are_a_burst_too() -> None:
     found = feed(BurstDetector(), 8, seed=3, phrase="glorbix vantal doctrine", copy=True)
     assert {f.key for f in found} == {"ngram:glorbix vantal doctrine"}
     assert "vantal doctrine is" in found[0].evidence["related_ngrams"]
+    # pasted texts: one near-duplicate cluster of the adopters' texts kept
+    [cluster] = found[0].evidence["clusters"]
+    assert cluster["size"] >= 2 and cluster["text"] == "glorbix vantal doctrine is the best"
 
 
 def test_background_and_warmup_vocabulary_are_not_bursts() -> None:

@@ -15,7 +15,7 @@ T0 = datetime(2026, 2, 1, tzinfo=UTC)
 
 
 def society(hours: int, seed: int, collapse: tuple[float, float] | None = None,
-            viral_at: float | None = None) -> list:
+            viral_at: float | None = None, agents: int = 2000) -> list:
     rng = random.Random(seed)
     out: list = []
     for m in range(hours * 60):
@@ -23,7 +23,7 @@ def society(hours: int, seed: int, collapse: tuple[float, float] | None = None,
         for _ in range(rng.randint(3, 7)):
             pid = f"p{len(out)}"
             out.append(PostEvent(id=f"post:{pid}", event_time=t, observed_at=t, post_id=pid,
-                                 author=f"a{rng.randrange(2000)}"))
+                                 author=f"a{rng.randrange(agents)}"))
             n = rng.choice([0, 0, 0, 1, 1, 2, 3, 5])
             if viral_at is not None and abs(m / 60 - viral_at) < 0.01:
                 n = 300
@@ -34,7 +34,7 @@ def society(hours: int, seed: int, collapse: tuple[float, float] | None = None,
                     continue
                 out.append(CommentEvent(id=f"comment:{pid}.{c}", event_time=when,
                                         observed_at=when, comment_id=f"{pid}.{c}",
-                                        post_id=pid, author=f"a{rng.randrange(2000)}"))
+                                        post_id=pid, author=f"a{rng.randrange(agents)}"))
     return sorted(out, key=lambda e: e.event_time)
 
 
@@ -78,3 +78,28 @@ def test_collapse_is_one_incident_with_its_rates() -> None:
 def test_steady_noise_and_a_viral_thread_raise_nothing() -> None:
     _, found = run(society(14, seed=2, viral_at=8.0))
     assert found == []
+
+
+def test_newcomer_spike_shows_who_the_newcomers_are() -> None:
+    """A farm of new accounts, 4 a minute from 6 h, each posting one near-identical text: the
+    spike's evidence is their first posts, one near-duplicate cluster, their timeline."""
+    events = society(8, seed=3, agents=300)  # all seen in the 3 h warm-up
+    farm = []
+    for k in range(4 * 120):
+        t = T0 + timedelta(hours=6, seconds=15 * k)
+        farm.append(PostEvent(id=f"post:f{k}", event_time=t, observed_at=t, post_id=f"f{k}",
+                              author=f"farm{k}", content="Hello moltbook, new agent here: "
+                              f"follow me for daily alpha on $FARM [{k}]"))
+    _, found = run(sorted(events + farm, key=lambda e: e.event_time))
+    spikes = [(when, f) for when, f in found if f.key == "spike"]
+    assert spikes  # (and a collapse of comments per post: the farm's posts get none)
+    when, first = spikes[0]
+    ev = first.evidence
+    assert "new_agent_rate" in ev["rates"]
+    # the newcomers of the bucket judged (the last closed one): at most 50, in order
+    bucket = int(when.timestamp() // 600) - 1
+    newcomers = [e for e in farm if int(e.event_time.timestamp() // 600) == bucket]
+    assert [(x["agent"], x["t"]) for x in ev["timeline"]["entries"]] == [
+        (e.author, e.event_time.timestamp()) for e in newcomers][:30]
+    assert ev["timeline"]["agents"] == len(newcomers)
+    assert ev["clusters"][0]["size"] == len(newcomers) and "$FARM" in ev["exemplars"][0]["text"]

@@ -13,11 +13,11 @@ from streams.events import PostEvent
 from streams.state.base import Item
 
 
-def post(t: float, author: str, v: np.ndarray) -> Item:
+def post(t: float, author: str, v: np.ndarray, text: str = "") -> Item:
     """A post's item with its embedding."""
     when = datetime.fromtimestamp(t, UTC)
     return Item.of(PostEvent(id=f"post:{t}:{author}", event_time=when, observed_at=when,
-                             post_id=f"{t}:{author}", author=author), v)
+                             post_id=f"{t}:{author}", author=author, content=text), v)
 
 
 def unit(v: np.ndarray) -> np.ndarray:
@@ -36,7 +36,7 @@ def test_society_distance_matches_batch_and_catches_a_move() -> None:
         v = unit((topic_a if t < 16 * 3600 else 0.5 * topic_a + topic_b)
                  + 0.3 * rng.standard_normal(32))
         vecs.append((t, v))
-        d.update(post(t, f"a{k % 97}", v))
+        d.update(post(t, f"a{k % 97}", v, f"{'beta' if t >= 16 * 3600 else 'alpha'} no {k}"))
         found = d.findings(t)
         if found and fired_at is None and found[0].key == "society":
             fired_at, ev = t, found[0].evidence
@@ -48,6 +48,15 @@ def test_society_distance_matches_batch_and_catches_a_move() -> None:
     batch = 1 - a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
     assert abs(ev["distance"] - batch) < 1e-5  # float32 storage
     assert ev["window_posts"] == len(cur)
+    # exemplars: the window's posts pointing most along the move (batch ranking), all new
+    direction = a / len(cur) - b / len(ref)
+    window = [(t, v) for t, v in vecs if idx - 6 < int(t // 600) and t <= fired_at]
+    best = sorted(window, key=lambda tv: -float(tv[1] @ direction))[:40]
+    assert {x["t"] for x in ev["exemplars"]} == {t for t, _ in best[:3]}
+    assert all(x["text"].startswith("beta") for x in ev["exemplars"])
+    # the timeline: the authors of the 40 best-aligned posts (no near-duplicate texts here)
+    assert ev["clusters"] == []
+    assert ev["timeline"]["agents"] == len({int(t // 60) % 97 for t, _ in best})
 
 
 def test_steady_society_raises_nothing() -> None:
@@ -69,10 +78,15 @@ def test_one_agent_drifting_is_caught_among_steady_agents() -> None:
             v = home + 0.15 * rng.standard_normal(16)
             if name == "a3" and k >= 20:
                 v = np.eye(16)[12] + 0.15 * rng.standard_normal(16)
-            d.update(post(3600.0 * k + int(name[1:]), name, v))
+            away = name == "a3" and k >= 20
+            d.update(post(3600.0 * k + int(name[1:]), name, v, f"{'away' if away else 'home'} {k}"))
         found += d.findings(3600.0 * k + 100)
     assert {f.key for f in found} == {"agent:a3"}
-    assert found[0].evidence["similarity"] < found[0].evidence["agents_median"]
+    ev = found[0].evidence
+    assert ev["similarity"] < ev["agents_median"]
+    # its exemplars: its own kept posts (the last 200 posts of all), the ones away first
+    assert ev["exemplars"] and all(x["agent"] == "a3" for x in ev["exemplars"])
+    assert all(x["text"].startswith("away") for x in ev["exemplars"])
 
 
 def run_agents(cfg: ShiftConfig, away: dict[int, int]) -> list:

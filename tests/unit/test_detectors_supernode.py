@@ -114,7 +114,8 @@ def test_natural_reach_and_its_bar_match_a_batch_computation() -> None:
 
 
 def test_emerging_hub_is_reported_with_its_trajectory() -> None:
-    found = run(society(9, seed=2, hub_from=5))
+    events = society(9, seed=2, hub_from=5)
+    found = run(events)
     keys = {f.key for f in found}
     assert keys == {"agent:q0"}
     first = found[0]
@@ -124,6 +125,22 @@ def test_emerging_hub_is_reported_with_its_trajectory() -> None:
     assert traj[0]["share"] < 0.01 and traj[-1]["share"] == first.evidence["share"]
     assert first.evidence["jump_ratio"] >= 5
     assert 5 * 3600 < first.evidence["trajectory"][-1]["t"] - events_start() < 7 * 3600
+    # who interacts with it: each replier's first reply in the window, in order (batch)
+    now = traj[-1]["t"]
+    first_reply: dict[str, float] = {}
+    replies: dict[str, int] = {}
+    for e in events:  # up to the comment after which the detector judged
+        t = e.event_time.timestamp()
+        if e.reply_to == "q0" and now - 2 * 3600 <= t <= now:
+            first_reply.setdefault(e.author, t)
+            replies[e.author] = replies.get(e.author, 0) + 1
+        if t == now:
+            break
+    tl = first.evidence["timeline"]
+    assert tl["agents"] == first.evidence["repliers_in_window"] == len(first_reply)
+    assert [(x["agent"], x["t"], x["acts"]) for x in tl["entries"]] == [
+        (a, t, replies[a]) for a, t in sorted(first_reply.items(), key=lambda kv: (kv[1], kv[0]))
+    ][:30]
 
 
 def events_start() -> float:

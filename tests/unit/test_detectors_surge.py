@@ -92,7 +92,18 @@ def test_real_mint_flood_surfaces_with_token_and_agents(moltbook_data: Path) -> 
             "SweeMolt9", "SweeMolt10", "KeleBot", "a8yq6d"} <= set(ev["agents"])
     assert ev["automated_posts"] >= 3 and ev["min_copost_gap_s"] < 5  # the last window's
     assert ev["new_account_share"] == 1.0  # every minter's profile was created that day
-    assert '"tick":"CLAW"' in ev["sample_texts"][0]
+    # evidence a person can act on: the mint texts, their near-duplicate clusters, who led
+    assert ev["exemplars"] and all('"tick":"CLAW"' in x["text"] or "CLAW" in x["text"]
+                                   for x in ev["exemplars"])
+    assert all(x["agent"] in ev["agents"] for x in ev["exemplars"])
+    assert ev["clusters"][0]["size"] >= 2 and ev["cluster_jaccard"] == 0.7
+    tl = ev["timeline"]
+    assert tl["agents"] == ev["incident_agent_count"] >= 10 and tl["leaders"] >= 1
+    times = [x["t"] for x in tl["entries"]]
+    assert times == sorted(times) and tl["entries"][0]["role"] == "leader"
+    assert tl["start"] <= datetime.fromisoformat(row["start"]).timestamp()
+    start = int(datetime.fromisoformat(row["start"]).timestamp())
+    assert ev["link"] == f"/#alert-{row['fingerprint']}:{start}"
 
 
 def test_evidence_matches_a_batch_computation() -> None:
@@ -120,6 +131,15 @@ def test_evidence_matches_a_batch_computation() -> None:
                 < p.event_time.timestamp() <= now - cfg.window_s]
     assert abs(f.evidence["posts_in_window"] - len(in_window)) <= len(boundary)
     assert f.evidence["distinct_accounts"] == len({p.author for p in in_window})
+    # the timeline: every minter's first post, in order; the clusters: the mint texts
+    first: dict[str, float] = {}
+    for p in flood:
+        first.setdefault(p.author, p.event_time.timestamp())
+    tl = f.evidence["timeline"]
+    assert tl["agents"] == len(first)
+    assert [(x["agent"], x["t"]) for x in tl["entries"]] == sorted(
+        first.items(), key=lambda kv: (kv[1], kv[0]))[:30]
+    assert sum(c["size"] for c in f.evidence["clusters"]) == len(flood)
     coordinated = 0
 
     def inscription(text: str) -> dict | None:
