@@ -4,7 +4,8 @@ It is an :class:`~streams.state.base.Engine`: feed it items in event-time order 
 alert transitions (every time in unix seconds, the engines' one time type):
 
 - ``update(item)``: every item; each detector reads what it needs (surge, burst: the text's
-  tokens; super-node, engagement: the events; shift: ``item.vector`` of admitted posts);
+  tokens; super-node, engagement: the events; shift: ``item.vector`` of admitted posts;
+  lockstep: who commented on which thread, when);
 - ``expire(now)``: each detector drops what left its windows (bounded work per call);
 - ``evaluate(now)``: transitions (firing / updated / resolved) since the last evaluation (the
   pipeline calls it once per tick of event time, 10 s by default);
@@ -17,7 +18,7 @@ alert transitions (every time in unix seconds, the engines' one time type):
 >>> suite.evaluate(1769904000.0)
 []
 >>> sorted(suite.detectors)
-['burst', 'engagement', 'shift', 'supernode', 'surge']
+['burst', 'engagement', 'lockstep', 'shift', 'supernode', 'surge']
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 from detectors.alert import Alert, AlertBook, Finding
 from detectors.burst import BurstConfig, BurstDetector
 from detectors.engagement import EngagementConfig, EngagementDetector
+from detectors.lockstep import LockstepConfig, LockstepDetector
 from detectors.shift import ShiftConfig, ShiftDetector
 from detectors.supernode import SupernodeConfig, SupernodeDetector
 from detectors.surge import SurgeConfig, SurgeDetector
@@ -58,13 +60,14 @@ class LifecycleConfig:
 class DetectorConfig:
     """Every threshold and window, with its documented default (see each detector's module)."""
 
-    enabled: tuple[str, ...] = ("surge", "supernode", "burst", "shift", "engagement")
+    enabled: tuple[str, ...] = ("surge", "supernode", "burst", "shift", "engagement", "lockstep")
     lifecycle: LifecycleConfig = field(default_factory=LifecycleConfig)
     surge: SurgeConfig = field(default_factory=SurgeConfig)
     supernode: SupernodeConfig = field(default_factory=SupernodeConfig)
     burst: BurstConfig = field(default_factory=BurstConfig)
     shift: ShiftConfig = field(default_factory=ShiftConfig)
     engagement: EngagementConfig = field(default_factory=EngagementConfig)
+    lockstep: LockstepConfig = field(default_factory=LockstepConfig)
 
 
 class DetectorSuite:
@@ -75,7 +78,8 @@ class DetectorSuite:
                               lc.update_score_ratio, lc.cooldown_s, lc.max_closed)
         every: list[Detector] = [SurgeDetector(cfg.surge), SupernodeDetector(cfg.supernode),
                                  BurstDetector(cfg.burst), ShiftDetector(cfg.shift),
-                                 EngagementDetector(cfg.engagement)]
+                                 EngagementDetector(cfg.engagement),
+                                 LockstepDetector(cfg.lockstep)]
         self.detectors: dict[str, Detector] = {d.type: d for d in every if d.type in cfg.enabled}
         self._updates = [d.update for d in self.detectors.values()]
 

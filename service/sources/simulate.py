@@ -7,6 +7,10 @@ new agents register, vote counts that change as a crawler would see them. Scenar
 top by name (:data:`SCENARIOS`): ``surge`` (a coordinated memecoin mint by new look-alike accounts),
 ``supernode`` (a quiet agent suddenly drawing replies from many others), ``burst`` (a new phrase
 adopted fast), ``drift`` (an agent whose topic moves) and ``collapse`` (engagement drops sharply).
+The planted agents of the per-agent stage (:data:`AGENT_SCENARIOS`, issue 11) come on top:
+``adapt`` (an agent whose next posts move toward the topics of its top-scored posts: it *does*
+adapt to feedback) and ``lockstep`` (a group of agents commenting on the same fresh posts seconds
+apart, in a fixed order, with varied texts); several ``drift`` scenarios plant several drifters.
 Each writes a ground-truth :class:`Label` naming the agents and posts involved.
 
 Events come out as a generator in event-time order. Memory is bounded and does not grow with the
@@ -312,8 +316,11 @@ def _far_topics(origin: str) -> list[str]:
 
 # ------------------------------------------------------------------------------ configuration
 
-ScenarioName = Literal["surge", "supernode", "burst", "drift", "collapse"]
+ScenarioName = Literal["surge", "supernode", "burst", "drift", "collapse", "adapt", "lockstep"]
+# The society-level scenarios (each has its alert in bench/bench_detectors.py) ...
 SCENARIOS: tuple[str, ...] = ("surge", "supernode", "burst", "drift", "collapse")
+# ... and the planted agents of the per-agent stage (bench/bench_planted_agents.py).
+AGENT_SCENARIOS: tuple[str, ...] = ("adapt", "lockstep")
 # name -> (start offset, duration, intensity); what intensity means is in ScenarioSpec's doc.
 SCENARIO_DEFAULTS: dict[str, tuple[timedelta, timedelta, float]] = {
     "surge": (timedelta(hours=2), timedelta(minutes=30), 80),
@@ -321,7 +328,15 @@ SCENARIO_DEFAULTS: dict[str, tuple[timedelta, timedelta, float]] = {
     "burst": (timedelta(hours=6), timedelta(hours=3), 0.3),
     "drift": (timedelta(hours=1), timedelta(hours=12), 30),
     "collapse": (timedelta(hours=10), timedelta(hours=3), 0.9),
+    "adapt": (timedelta(hours=1), timedelta(hours=12), 100),
+    "lockstep": (timedelta(hours=2), timedelta(hours=6), 4),
 }
+ADAPT_WINDOW = 10  # posts a feedback window holds (metrics A2)
+ADAPT_TOP = 3  # its top 30 %
+ADAPT_FOLLOW = 0.6  # share of a window's posts on a topic of the last window's top posts
+ADAPT_TOPICS = 4  # an adapter writes on its home topic and the 3 farthest from it
+LOCKSTEP_EVERY_S = 900.0  # a lockstep group's mean interval between targets
+LOCKSTEP_GAP_S = (2.0, 12.0)  # seconds between consecutive members on one target
 
 
 def parse_duration(text: str) -> timedelta:
@@ -343,7 +358,8 @@ class ScenarioSpec(BaseModel):
     ``intensity`` by scenario (defaults in :data:`SCENARIO_DEFAULTS`):
     surge = number of minting accounts; supernode = distinct repliers aimed for;
     burst = peak share of posts and comments using the phrase; drift = posts by the drifting
-    agent; collapse = share of comments and vote changes removed during the window.
+    agent; collapse = share of comments and vote changes removed during the window;
+    adapt = posts by the adapting agent; lockstep = agents in the group.
 
     >>> ScenarioSpec.parse("surge:start=3h,duration=20m,intensity=50").duration
     datetime.timedelta(seconds=1200)
@@ -497,7 +513,7 @@ class _Window:
 
 
 # Heap item kinds.
-_POST, _COMMENT, _VOTE, _SCENARIO, _SCRIPTED_POST, _COMMENT_VOTE = range(6)
+_POST, _COMMENT, _VOTE, _SCENARIO, _SCRIPTED_POST, _COMMENT_VOTE, _LOCKSTEP = range(7)
 
 
 @dataclass(slots=True)
@@ -535,6 +551,7 @@ class _ScriptedPost:
     submolt: str | None = None
     comments: int = -1  # -1: draw like the background
     distinct_commenters: bool = False
+    votes: tuple[int, int] | None = None  # final (up, down) when the scenario sets them
 
 
 class Simulator:
@@ -659,6 +676,7 @@ class Simulator:
         for w in self._collapses:  # counted from before the window: threads reach into it
             w.details.update(comments_removed=0, votes_removed=0)
         self._bursts = [w for w in self._windows if w.spec.name == "burst"]
+        self._latest_post: tuple[str, int, str] | None = None  # (id, author, topic)
         self._push(self._next_arrival(0.0), _POST, None)
 
     @staticmethod
@@ -836,7 +854,8 @@ class Simulator:
         return None
 
     def _schedule_post(self, t: float, pid: str, author: int, topic: str, rng: random.Random,
-                       n_comments: int, distinct: bool, horizon: float) -> None:
+                       n_comments: int, distinct: bool, horizon: float,
+                       votes: tuple[int, int] | None = None) -> None:
         """Plan a post's whole thread and vote history (bounded by ``horizon``)."""
         cfg = self.config
         times = sorted(t + self._delay(rng, horizon) for _ in range(n_comments))
@@ -869,8 +888,11 @@ class Simulator:
             if c_up:
                 at = ct + rng.uniform(1, max(min(3600.0, t + horizon - ct), 1))
                 self._push(at, _COMMENT_VOTE, (pid, c.comment_id, c_up, rng.random() < 0.03))
-        up = int(rng.lognormvariate(cfg.upvote_mu, cfg.upvote_sigma))
-        down = int(up * 0.04 * rng.random()) + (rng.random() < 0.05)
+        if votes is None:
+            up = int(rng.lognormvariate(cfg.upvote_mu, cfg.upvote_sigma))
+            down = int(up * 0.04 * rng.random()) + (rng.random() < 0.05)
+        else:
+            up, down = votes
         if up or down:
             self._push(t + self._checkpoints[0], _VOTE, _Votes(pid, up, down))
 
@@ -903,6 +925,9 @@ class Simulator:
             return self._scripted_post(item, t)
         if kind == _COMMENT_VOTE:
             return self._comment_votes(*item, t)
+        if kind == _LOCKSTEP:
+            self._lockstep_target(item, t)
+            return []
         self._activate(item, t)
         return []
 
@@ -917,6 +942,7 @@ class Simulator:
         content = self._burst(t, author, content, f"post:{pid}", True)
         self._schedule_post(t, pid, author, topic, rng, self._n_comments(rng), False,
                             self._max_delay)
+        self._latest_post = (pid, author, topic)
         return [*self._appear(author, t), self._post_event(t, pid, author, title, content, submolt)]
 
     def _post_event(self, t: float, pid: str, author: int, title: str, content: str,
@@ -989,7 +1015,8 @@ class Simulator:
         n = self._n_comments(rng) if s.comments < 0 else s.comments
         horizon = min(self._max_delay, max(w.end - t, 1.0)) if s.distinct_commenters else (
             self._max_delay)
-        self._schedule_post(t, pid, s.author, s.topic, rng, n, s.distinct_commenters, horizon)
+        self._schedule_post(t, pid, s.author, s.topic, rng, n, s.distinct_commenters, horizon,
+                            s.votes)
         name = self._names[s.author]
 
         def record() -> None:
@@ -1105,6 +1132,83 @@ class Simulator:
             at = w.start + span * (k + 0.1 + 0.8 * rng.random()) / n
             self._push(at, _SCRIPTED_POST, _ScriptedPost(w, agent, topic))
         w.details.update(from_topic=origin, to_topic=target, topics=topics)
+
+    def _start_adapt(self, w: _Window, t: float) -> None:
+        """An agent that adapts to feedback: after its first window of ``ADAPT_WINDOW`` posts,
+        each post is, with probability ``ADAPT_FOLLOW``, on the topic of one of the previous
+        window's ``ADAPT_TOP`` best-scored posts, else on one of its ``ADAPT_TOPICS`` far-apart
+        topics that none of that window's ``ADAPT_TOP`` worst-scored posts was on. The scores
+        are drawn here (the background's law, one unit of log-location up: a well-received
+        poster, so a window's scores seldom tie at 0) and become the posts' final votes."""
+        rng, span, cfg = w.rng, w.end - w.start, self.config
+        agent = self._quiet_agent(w, t)
+        home = self._home[agent]
+        menu = [home, *_far_topics(home)[:ADAPT_TOPICS - 1]]
+        n = max(2 * ADAPT_WINDOW, round(w.spec.intensity))
+        topics: list[str] = []
+        scores: list[int] = []
+        for k in range(n):
+            start = k // ADAPT_WINDOW * ADAPT_WINDOW - ADAPT_WINDOW
+            if start < 0:
+                topic = rng.choice(menu)
+            else:
+                ranked = sorted(range(start, start + ADAPT_WINDOW), key=lambda j: (-scores[j], j))
+                if rng.random() < ADAPT_FOLLOW:
+                    topic = topics[rng.choice(ranked[:ADAPT_TOP])]
+                else:  # away from what was punished
+                    shunned = {topics[j] for j in ranked[-ADAPT_TOP:]}
+                    topic = rng.choice([m for m in menu if m not in shunned] or menu)
+            up = int(rng.lognormvariate(cfg.upvote_mu + 1, cfg.upvote_sigma))
+            down = int(up * 0.04 * rng.random()) + (rng.random() < 0.05)
+            topics.append(topic)
+            scores.append(up - down)
+            at = w.start + span * (k + 0.1 + 0.8 * rng.random()) / n
+            self._push(at, _SCRIPTED_POST, _ScriptedPost(w, agent, topic, votes=(up, down)))
+        w.details.update(topics=topics, scores=scores, window=ADAPT_WINDOW, top=ADAPT_TOP,
+                         follow=ADAPT_FOLLOW, menu=menu)
+
+    def _start_lockstep(self, w: _Window, t: float) -> None:
+        """``intensity`` quiet agents that comment, in one fixed order and seconds apart, on
+        the newest post of the society every ``LOCKSTEP_EVERY_S`` or so (jittered), each with
+        its own text (the background's comment texts)."""
+        rng, span = w.rng, w.end - w.start
+        members: list[int] = []
+        for _ in range(1000):
+            if len(members) >= max(2, round(w.spec.intensity)):
+                break
+            i = self._quiet_agent(w, t)
+            if i not in members:
+                members.append(i)
+        n = max(1, round(span / LOCKSTEP_EVERY_S))
+        for k in range(n):
+            self._push(w.start + span * (k + 0.1 + 0.8 * rng.random()) / n, _LOCKSTEP,
+                       (w, members))
+        w.details.update(order=[self._names[i] for i in members], targets={}, comment_ids=[])
+
+    def _lockstep_target(self, item: tuple[_Window, list[int]], t: float) -> None:
+        w, members = item
+        if self._latest_post is None:
+            return
+        pid, author, topic = self._latest_post
+        if author in members:
+            return
+        at = t
+        for i in members:
+            at += w.rng.uniform(*LOCKSTEP_GAP_S)
+            c = _Comment(_uuid(w.rng), pid, author, None, author, 1, i, topic, w.rng)
+            self._push(at, _COMMENT, c)
+            self._on_emit(f"comment:{c.comment_id}",
+                          self._lockstep_record(w, self._names[i], pid, c.comment_id))
+
+    @staticmethod
+    def _lockstep_record(w: _Window, name: str, pid: str, cid: str) -> Callable[[], None]:
+        def record() -> None:
+            if name not in w.agents:
+                w.agents.append(name)
+            w.details["targets"][pid] = None
+            w.details["comment_ids"].append(cid)
+
+        return record
 
     def _fresh_word(self, rng: random.Random, make: Callable[[], str]) -> str:
         """A word the background never writes and no agent is named after."""

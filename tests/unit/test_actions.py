@@ -162,7 +162,8 @@ def real_acts() -> list[Act]:
 def sim_acts() -> list[Act]:
     sim = Simulator(SimulationConfig(seed=3, agents=600, duration=timedelta(hours=10),
                                      posts_per_hour=300, max_delay=timedelta(hours=3),
-                                     scenarios=(ScenarioSpec(name="drift"),)))
+                                     scenarios=(ScenarioSpec(name="lockstep"),
+                                                ScenarioSpec(name="adapt"))))
     return acts_of(list(sim))
 
 

@@ -17,6 +17,10 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from service.sources.normalise import normalise_post_detail, normalise_posts_list
 from service.sources.simulate import (
+    ADAPT_TOP,
+    ADAPT_WINDOW,
+    AGENT_SCENARIOS,
+    LOCKSTEP_GAP_S,
     SCENARIOS,
     Label,
     ScenarioSpec,
@@ -502,3 +506,106 @@ def test_scenario_spec_parsing_and_validation() -> None:
     with pytest.raises(ValueError):
         SimulationConfig(duration=None, max_events=None)
     assert SimulationConfig(duration=None, realtime=True).max_events is None  # the live demo
+
+
+# ------------------------------------------------------------------- planted agents (issue 11)
+
+AGENTS_RUN = dict(seed=SEED, agents=2000, posts_per_hour=300, duration=timedelta(hours=14),
+                  max_delay=timedelta(hours=4))
+
+
+@pytest.fixture(scope="module")
+def planted_agents() -> tuple[list[Event], dict[str, Label]]:
+    """The planted agents of the per-agent stage over a small society, and a drifter."""
+    specs = (*(ScenarioSpec(name=n) for n in AGENT_SCENARIOS), ScenarioSpec(name="drift"))
+    events, labels = _run(**AGENTS_RUN, scenarios=specs)
+    return events, {lab.scenario: lab for lab in labels}
+
+
+def test_agent_scenarios_only_add_their_own_acts(
+    planted_agents: tuple[list[Event], dict[str, Label]],
+) -> None:
+    """The background is the same society with and without the planted agents."""
+    events, labels = planted_agents
+    plain, _ = _run(**AGENTS_RUN)
+    with_agents = {e.id for e in events if e.kind != "agent"}
+    assert {e.id for e in plain if e.kind != "agent"} <= with_agents
+    assert set(labels) == {*AGENT_SCENARIOS, "drift"}
+    assert len({a for lab in labels.values() for a in lab.agents}) == sum(
+        len(lab.agents) for lab in labels.values())  # every planted agent plays one part
+
+
+def test_lockstep_group_comments_in_order_seconds_apart_with_varied_texts(
+    planted_agents: tuple[list[Event], dict[str, Label]],
+) -> None:
+    events, labels = planted_agents
+    label = labels["lockstep"]
+    order = label.details["order"]
+    assert label.agents == order and len(order) == 4 and not label.posts
+    ids = set(label.details["comment_ids"])
+    mine = [e for e in _kind(events, "comment") if e.comment_id in ids]
+    assert {e.author for e in mine} == set(order)
+    by_post = collections.defaultdict(list)
+    for c in mine:
+        by_post[c.post_id].append(c)
+    assert list(by_post) == label.details["targets"] and len(by_post) >= 20
+    posts = {p.post_id: p for p in _kind(events, "post")}
+    for pid, cs in by_post.items():
+        assert [c.author for c in cs] == order  # event-time order = the fixed order
+        gaps = [(b.event_time - a.event_time).total_seconds() for a, b in itertools.pairwise(cs)]
+        assert all(LOCKSTEP_GAP_S[0] <= g <= LOCKSTEP_GAP_S[1] for g in gaps)
+        assert 0 < (cs[0].event_time - posts[pid].event_time).total_seconds() < 900
+        assert _in(label, cs[0].event_time)
+    # their texts are the background's, drawn per comment: mostly different on one target
+    varied = sum(len({c.content for c in cs}) >= 3 for cs in by_post.values())
+    assert varied >= 0.8 * len(by_post)
+    # outside the group, nobody else follows these agents around
+    others = [c for c in _kind(events, "comment") if c.author in order and c.comment_id not in ids]
+    assert len(others) <= len(mine) // 4
+
+
+def test_adapter_moves_toward_its_top_scored_posts(
+    planted_agents: tuple[list[Event], dict[str, Label]],
+) -> None:
+    """Net Progress (metrics A2) on TF-IDF vectors of the adapter's posts, with the final vote
+    counts, on the posts' topics (one-hot: the planted mechanism) and on their texts (TF-IDF):
+    beyond the 95th percentile of the shuffle null; the scores are the planned ones."""
+    events, labels = planted_agents
+    label = labels["adapt"]
+    pids = label.posts
+    assert label.agents and len(pids) >= 5 * ADAPT_WINDOW
+    final: dict[str, tuple[int, int]] = {}
+    for v in _kind(events, "vote"):
+        if v.target == "post" and v.post_id in set(pids):
+            final[v.post_id] = (v.upvotes, v.downvotes)
+    scores = [final.get(p, (0, 0))[0] - final.get(p, (0, 0))[1] for p in pids]
+    posts = {p.post_id: p for p in _kind(events, "post")}
+    settled = events[-1].event_time - AGENTS_RUN["max_delay"]  # type: ignore[operator]
+    n = sum(posts[p].event_time < settled for p in pids)  # their votes reached their final
+    assert n >= 4 * ADAPT_WINDOW and scores[:n] == label.details["scores"][:n]
+    texts = {p.post_id: p.text for p in _kind(events, "post")}
+    vec = TfidfVectorizer(stop_words="english").fit(list(texts.values()))
+    topics = label.details["topics"]
+    one_hot = np.array([[topics[j] == m for m in label.details["menu"]] for j in range(n)], float)
+
+    def dist(a: np.ndarray, b: np.ndarray) -> float:
+        return 1 - a @ b / np.linalg.norm(a) / np.linalg.norm(b)
+
+    def net_progress(x: np.ndarray, sc: list[int], rng: np.random.Generator | None) -> float:
+        out = []
+        for k in range(len(x) // ADAPT_WINDOW - 1):
+            w = np.arange(k * ADAPT_WINDOW, (k + 1) * ADAPT_WINDOW)
+            s = np.array(sc)[w] if rng is None else rng.permutation(np.array(sc)[w])
+            rank = w[np.argsort(-s, kind="stable")]
+            top, bot = rank[:ADAPT_TOP], rank[-ADAPT_TOP:]
+            cur, nxt = x[w].mean(0), x[w + ADAPT_WINDOW].mean(0)
+            c_top, c_bot = x[top].mean(0), x[bot].mean(0)
+            d_top = dist(nxt, c_top) - dist(cur, c_top)
+            d_bot = dist(nxt, c_bot) - dist(cur, c_bot)
+            out.append(d_bot - d_top)
+        return float(np.mean(out))
+
+    for x in (one_hot, vec.transform([texts[p] for p in pids[:n]]).toarray()):
+        rng = np.random.default_rng(0)
+        null = [net_progress(x, scores, rng) for _ in range(200)]
+        assert net_progress(x, scores, None) > np.percentile(null, 95)

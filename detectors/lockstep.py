@@ -1,0 +1,295 @@
+"""Lockstep groups: agents acting in co-ordination on the action plane (metrics.md D, issue 11).
+
+A lockstep group is a set of agents that act on the same targets within seconds of each other,
+in a fixed order, again and again, whatever their texts say. The detector reads actions only
+(who commented on which thread, when); texts never enter, so varied texts do not hide a group.
+Co-action is across agents, so it needs every act on a target: it runs in the reducer's
+:class:`~detectors.runner.DetectorSuite` on the items (the reducer sees every comment).
+
+- A **target** is a thread (a comment's ``post_id``); an **act** is a comment with an author.
+- Two acts on one target by two agents at most ``coact_s`` (60 s) apart are a **co-action**;
+  the earlier one (by time, then comment id) **leads**. Each act is paired with at most
+  ``max_coactors`` acts on its target (the latest ones seen), so a flood of comments on one hot
+  thread costs bounded work.
+- Over the sliding ``window_s`` (6 h), for each ordered pair (leader, follower) the detector
+  keeps the distinct targets it co-acted on. A pair is **locked** when it co-acted on at least
+  ``min_targets`` (5) distinct targets; in the same order on at least ``min_order`` (90 %) of
+  the targets they co-acted on either way, an order chance cannot explain (two agents who
+  come in random order keep one order on ``m`` of ``n`` targets with binomial probability
+  P(X >= m | n, 1/2) <= ``order_alpha``, 1 %: seven targets at the least); and on at least
+  ``min_share`` (50 %) of the targets of the busier of the two (independent prolific agents
+  meet on a few popular threads, never on most of what they do).
+- A **group** is a connected set of at least ``min_agents`` (3) agents joined by locked pairs;
+  its order ranks each member by the locked pairs it leads minus those it follows. The finding
+  (key ``group:<first member>``, warning; critical from ``critical_agents``) carries the
+  members in order, the lead/follow pairs with their targets and median lag, the shared targets
+  and the timeline of the group's acts on the latest ``evidence_targets`` of them.
+
+Judged every ``sample_interval_s``. Per agent, :meth:`LockstepDetector.coaction` gives the
+co-action profile of the window (targets, targets where it led or followed another agent, its
+lead share, its locked partners): the action plane's co-action per agent, which no agent-keyed
+partition could compute.
+
+Order: the reducer applies items in event-time order; an act that comes late pairs with the
+acts of its target still held (those of the last ``coact_s`` before the target's latest act
+are), so lateness under ``coact_s`` loses nothing.
+
+Memory: the acts of one ``window_s`` (a tuple each, in a queue and in its target's list), one
+counter entry per (pair, target) co-action and per (agent, target), all undone when the act
+that made them leaves the window; bench/bench_planted_agents.py measures it.
+
+>>> from datetime import datetime, timedelta, timezone
+>>> from streams.events import CommentEvent
+>>> d = LockstepDetector(LockstepConfig(sample_interval_s=0))
+>>> t0 = datetime(2026, 2, 1, tzinfo=timezone.utc)
+>>> def comment(post, k, author, t):
+...     d.update(Item.of(CommentEvent(id=f"comment:{post}.{k}", event_time=t, observed_at=t,
+...         comment_id=f"{post}.{k}", post_id=f"p{post}", author=author, content=f"{k}")))
+>>> for post in range(8):  # three agents on eight threads, 5 s apart, always in one order
+...     for k, who in enumerate(("lead", "second", "third")):
+...         comment(post, k, who, t0 + timedelta(minutes=20 * post, seconds=5 * k))
+>>> [(f.key, f.evidence["agents"]) for f in d.findings(t0.timestamp() + 7200)]
+[('group:lead', ['lead', 'second', 'third'])]
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from detectors.alert import Finding, Severity
+from streams.events import CommentEvent
+from streams.state.base import Item, Sample, Snapshot
+
+Pair = tuple[str, str]  # (leader, follower)
+
+
+def order_p_value(same: int, total: int) -> float:
+    """P(X >= same) for X ~ Binomial(total, 1/2): one order kept by chance.
+
+    >>> order_p_value(7, 7), order_p_value(5, 5)
+    (0.0078125, 0.03125)
+    """
+    return sum(math.comb(total, k) for k in range(same, total + 1)) / 2.0**total
+
+
+@dataclass(frozen=True, slots=True)
+class LockstepConfig:
+    coact_s: float = 60.0
+    window_s: float = 6 * 3600.0
+    min_targets: int = 5
+    min_order: float = 0.9
+    order_alpha: float = 0.01
+    min_share: float = 0.5
+    min_agents: int = 3
+    critical_agents: int = 10
+    max_coactors: int = 32
+    sample_interval_s: float = 60.0
+    evidence_targets: int = 10
+
+
+@dataclass(slots=True, eq=False)  # identity: ``remove`` finds this very act
+class _Act:
+    t: float
+    key: str  # comment id: ties in time are ordered by it
+    agent: str
+    target: str
+    pairs: list[Pair]  # the co-actions this act made when it arrived
+
+
+def _bump(counter: dict[Any, int], key: Any, by: int) -> None:
+    n = counter.get(key, 0) + by
+    if n:
+        counter[key] = n
+    else:
+        del counter[key]
+
+
+class LockstepDetector:
+    type = "lockstep"
+
+    def __init__(self, config: LockstepConfig | None = None) -> None:
+        self.cfg = config or LockstepConfig()
+        self._acts: deque[_Act] = deque()
+        self._by_target: dict[str, deque[_Act]] = {}
+        self._pairs: dict[Pair, dict[str, int]] = {}  # pair -> target -> co-actions
+        self._targets: dict[str, dict[str, int]] = {}  # agent -> target -> acts
+        self._led: dict[str, dict[str, int]] = {}  # agent -> target -> co-actions it led
+        self._followed: dict[str, dict[str, int]] = {}
+        self._judged_at: float | None = None
+        self._last: list[Finding] = []
+        self._locked: list[Pair] = []
+        self.coactions_total = 0
+
+    # ------------------------------------------------------------------ feeding
+
+    def update(self, item: Item) -> None:
+        event = item.event
+        if not isinstance(event, CommentEvent) or item.author is None:
+            return
+        cfg, t, me = self.cfg, item.t, item.author
+        act = _Act(t, event.comment_id, me, event.post_id, [])
+        held = self._by_target.setdefault(event.post_id, deque())
+        seen: set[str] = set()
+        for other in reversed(held):  # the latest first
+            if len(seen) >= cfg.max_coactors:
+                break
+            if other.agent == me or other.agent in seen or abs(other.t - t) > cfg.coact_s:
+                continue
+            seen.add(other.agent)
+            first, second = (other, act) if (other.t, other.key) < (t, act.key) else (act, other)
+            self._pair(act, (first.agent, second.agent), event.post_id, +1)
+        held.append(act)
+        self._acts.append(act)
+        _bump(self._targets.setdefault(me, {}), event.post_id, +1)
+
+    def _pair(self, act: _Act, pair: Pair, target: str, by: int) -> None:
+        if by > 0:
+            act.pairs.append(pair)
+            self.coactions_total += 1
+        _bump(self._pairs.setdefault(pair, {}), target, by)
+        _bump(self._led.setdefault(pair[0], {}), target, by)
+        _bump(self._followed.setdefault(pair[1], {}), target, by)
+        for table, key in ((self._pairs, pair), (self._led, pair[0]), (self._followed, pair[1])):
+            if not table[key]:
+                del table[key]  # type: ignore[arg-type]
+
+    def expire(self, now: float) -> None:
+        """Acts leave the window in arrival order, each undoing what it made: O(1) each."""
+        cutoff = now - self.cfg.window_s
+        acts = self._acts
+        while acts and acts[0].t < cutoff:
+            act = acts.popleft()
+            for pair in act.pairs:
+                self._pair(act, pair, act.target, -1)
+            held = self._by_target[act.target]
+            held.remove(act)  # the oldest, or near it: acts arrive in event-time order
+            if not held:
+                del self._by_target[act.target]
+            mine = self._targets[act.agent]
+            _bump(mine, act.target, -1)
+            if not mine:
+                del self._targets[act.agent]
+
+    # ------------------------------------------------------------------ judging
+
+    def locked_pairs(self) -> list[Pair]:
+        """The pairs that pass every bar now (module doc)."""
+        cfg, out = self.cfg, []
+        for (lead, follow), targets in self._pairs.items():
+            n = len(targets)
+            if n < cfg.min_targets:
+                continue
+            back = len(self._pairs.get((follow, lead), ()))
+            busier = max(len(self._targets.get(lead, ())), len(self._targets.get(follow, ())))
+            if (n / (n + back) >= cfg.min_order and n / busier >= cfg.min_share
+                    and order_p_value(n, n + back) <= cfg.order_alpha):
+                out.append((lead, follow))
+        return sorted(out)
+
+    def findings(self, now: float) -> list[Finding]:
+        self.expire(now)
+        if self._judged_at is not None and now - self._judged_at < self.cfg.sample_interval_s:
+            return self._last
+        self._judged_at = now
+        self._locked = self.locked_pairs()
+        parent: dict[str, str] = {}
+
+        def root(a: str) -> str:
+            while parent.setdefault(a, a) != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+
+        for lead, follow in self._locked:
+            parent[root(lead)] = root(follow)
+        groups: dict[str, list[str]] = {}
+        for a in sorted(parent):
+            groups.setdefault(root(a), []).append(a)
+        self._last = [self._finding(members) for members in groups.values()
+                      if len(members) >= self.cfg.min_agents]
+        self._last.sort(key=lambda f: f.key)
+        return self._last
+
+    def _finding(self, members: list[str]) -> Finding:
+        cfg, inside = self.cfg, set(members)
+        pairs = [p for p in self._locked if p[0] in inside]
+        rank = dict.fromkeys(members, 0)
+        for lead, follow in pairs:
+            rank[lead] += 1
+            rank[follow] -= 1
+        order = sorted(members, key=lambda a: (-rank[a], a))
+        shared = sorted({x for p in pairs for x in self._pairs[p]})
+        # the group's acts on its shared targets, latest targets first, for the timeline
+        acts = {x: [(a.t, a.agent) for a in self._by_target.get(x, ()) if a.agent in inside]
+                for x in shared}
+        latest = sorted(shared, key=lambda x: max((t for t, _ in acts[x]), default=0.0))
+        lags: dict[Pair, list[float]] = {}
+        for x in shared:
+            first: dict[str, float] = {}
+            for t, a in sorted(acts[x]):
+                first.setdefault(a, t)
+            for lead, follow in pairs:
+                if lead in first and follow in first:
+                    lags.setdefault((lead, follow), []).append(first[follow] - first[lead])
+        evidence = {
+            "agents": order,
+            "pairs": [{"leader": lead, "follower": follow,
+                       "targets": len(self._pairs[lead, follow]),
+                       "median_lag_s": round(statistics.median(lags.get((lead, follow), [0.0])),
+                                             3)}
+                      for lead, follow in pairs],
+            "targets": len(shared),
+            "target_ids": latest[-cfg.evidence_targets:],
+            "timeline": [{"target": x,
+                          "acts": [{"t": t, "agent": a} for t, a in sorted(acts[x])]}
+                         for x in latest[-cfg.evidence_targets:]],
+            "window_s": cfg.window_s, "coact_s": cfg.coact_s,
+        }
+        severity: Severity = "critical" if len(members) >= cfg.critical_agents else "warning"
+        summary = (f"Lockstep group of {len(members)} agents led by {order[0]}: "
+                   f"{len(shared)} shared threads within {cfg.coact_s:g} s, fixed order "
+                   f"{' > '.join(order[:5])}{' ...' if len(order) > 5 else ''}")
+        return Finding(self.type, f"group:{order[0]}", severity, summary, evidence,
+                       score=float(len(members) * len(shared)), labels={"agent": order[0]})
+
+    # ------------------------------------------------------------------ per agent
+
+    def coaction(self, agent: str) -> dict[str, Any] | None:
+        """The agent's co-action in the window (None when it has no act there)."""
+        targets = self._targets.get(agent)
+        if not targets:
+            return None
+        led, followed = self._led.get(agent, {}), self._followed.get(agent, {})
+        together = len(led.keys() | followed.keys())
+        n_led, n_followed = len(led), len(followed)
+        partners = sorted({b for a, b in self._locked if a == agent}
+                          | {a for a, b in self._locked if b == agent})
+        return {"targets": len(targets), "coacted_targets": together,
+                "coaction_share": together / len(targets), "led_targets": n_led,
+                "followed_targets": n_followed,
+                "lead_share": n_led / (n_led + n_followed) if n_led + n_followed else None,
+                "locked_partners": partners}
+
+    def snapshot(self) -> Snapshot:
+        acts = len(self._acts)
+        samples = [
+            Sample("lockstep_window_acts", float(acts),
+                   help="Comments in the lockstep detector's window"),
+            Sample("lockstep_window_pairs", float(len(self._pairs)),
+                   help="Ordered agent pairs that co-acted in the window"),
+            Sample("lockstep_locked_pairs", float(len(self._locked)),
+                   help="Pairs co-acting in a fixed order on most of their targets (last "
+                        "judgement)"),
+            Sample("lockstep_coactions_total", float(self.coactions_total), kind="counter",
+                   help="Co-actions seen: two agents' comments on one thread within coact_s"),
+        ]
+        if self._targets:
+            coacting = len(self._led.keys() | self._followed.keys())
+            samples.append(Sample("coaction_agents_share", coacting / len(self._targets),
+                                  help="Share of the window's commenting agents that co-acted "
+                                       "with another agent (same thread within coact_s)"))
+        return Snapshot(samples=samples)
