@@ -26,6 +26,7 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
 
 from detectors.alert import Alert, fingerprint
+from detectors.runner import DetectorConfig, DetectorSuite
 from service.api import alerts as alerts_api
 from service.api import webhooks as webhooks_api
 from service.api.deps import settings_dep
@@ -37,6 +38,9 @@ from service.delivery.egress import EgressPolicy
 from service.delivery.history import AlertHistory, AlertHistoryCollector
 from service.delivery.webhooks import WebhookIn, WebhookRegistry
 from service.embedded import free_port, redis_server
+from service.sources.archive import open_archive
+from streams.events import DeadLetter
+from streams.state.base import Item
 
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 2, 8, 8, 0, tzinfo=UTC)
@@ -492,3 +496,58 @@ def test_dns_rebinding_is_refused_at_delivery_and_given_up_with_the_reason(
     [(headers, _)] = receiver.messages  # the pinned one: sent to 127.0.0.1, named by its host
     assert headers["Host"] == f"allowed.example:{receiver.port}"
     assert receiver.payloads(pinned.secret)[0]["alerts"][0]["labels"]["key"] == "ngram:x"
+
+
+def test_payload_carries_the_evidence_a_person_acts_on(
+        redis_client: redis.Redis, receiver: Receiver, prefix: str,
+        moltbook_data: Path) -> None:
+    """The real CLAW mint flood of the archived profiles, through the surge detector and the
+    alert book, delivered: the annotations carry a readable summary with the exemplar texts,
+    the near-duplicate clusters, who led and who followed, and the page's view of it."""
+    events = sorted((e for e in open_archive([moltbook_data / "api" / "agent-profiles.jsonl"])
+                     if not isinstance(e, DeadLetter)), key=lambda e: e.event_time)
+    suite = DetectorSuite(DetectorConfig(enabled=("surge",)))
+    fired: list[Alert] = []
+    last = None
+    for e in events:
+        suite.update(Item.of(e))
+        t = e.event_time.timestamp()
+        if last is None or t - last >= 10:
+            suite.expire(t)
+            fired += suite.evaluate(t)
+            last = t
+    first = fired[0]
+    assert first.state == "firing" and first.evidence["exemplars"]
+    reg = WebhookRegistry(redis_client, prefix)
+    hook = reg.create(WebhookIn(url=receiver.url))
+    clock = Clock()
+    external = "https://moltscope.example.org/"
+    d = Dispatcher(redis_client, reg, prefix,
+                   DispatcherConfig(allow_urls=LOOPBACK, external_url=external), clock=clock)
+    d.submit(first)
+    tick(d, clock, 2.0, times=2)
+    [msg] = receiver.payloads(hook.secret)
+    assert msg["externalURL"] == external
+    [a] = msg["alerts"]
+    # still an Alertmanager alert: the same keys, every annotation a string
+    assert set(a) == {"status", "labels", "annotations", "startsAt", "endsAt", "generatorURL",
+                      "fingerprint"}
+    notes = a["annotations"]
+    assert all(isinstance(v, str) for v in notes.values())
+    view = f"https://moltscope.example.org/#alert-{first.incident_id}"
+    assert a["generatorURL"] == notes["link"] == view
+    ev = first.evidence
+    text = notes["description"]
+    assert text.startswith(first.summary) and text.endswith(f"View: {view}")
+    for x in ev["exemplars"]:
+        assert x["agent"] in text and x["id"] in text
+        assert " ".join(x["text"].split())[:60] in text
+    assert notes["exemplars"].count("\n") == len(ev["exemplars"]) - 1
+    biggest = ev["clusters"][0]
+    assert f'- {biggest["size"]} texts by {biggest["agents"]} agents' in text
+    leaders = [x["agent"] for x in ev["timeline"]["entries"] if x["role"] == "leader"]
+    followers = [x for x in ev["timeline"]["entries"] if x["role"] == "follower"]
+    assert f"led by {leaders[0]}" in text
+    if followers:
+        assert f'{followers[0]["agent"]} (+{round(followers[0]["delay_s"], 1):g} s)' in text
+    assert json.loads(notes["evidence"])["timeline"] == ev["timeline"]
