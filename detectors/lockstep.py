@@ -22,8 +22,12 @@ Co-action is across agents, so it needs every act on a target: it runs in the re
 - A **group** is a connected set of at least ``min_agents`` (3) agents joined by locked pairs;
   its order ranks each member by the locked pairs it leads minus those it follows. The finding
   (key ``group:<first member>``, warning; critical from ``critical_agents``) carries the
-  members in order, the lead/follow pairs with their targets and median lag, the shared targets
-  and the timeline of the group's acts on the latest ``evidence_targets`` of them.
+  members in order, the lead/follow pairs with their targets and median lag, the shared
+  targets, ``threads``: the group's acts on the latest ``evidence_targets`` of them in time
+  order, and the shared evidence of :func:`detectors.evidence.build_evidence` over the group's
+  acts on its shared targets (exemplars, near-duplicate clusters: a low
+  ``near_duplicate_share`` says the texts differ, the leader/follower timeline). For it each
+  act keeps the first ``text_chars`` (120) characters of its text.
 
 Judged every ``sample_interval_s``. Per agent, :meth:`LockstepDetector.coaction` gives the
 co-action profile of the window (targets, targets where it led or followed another agent, its
@@ -61,6 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from detectors.alert import Finding, Severity
+from detectors.evidence import Sighting, build_evidence, snippet
 from streams.events import CommentEvent
 from streams.state.base import Item, Sample, Snapshot
 
@@ -89,6 +94,7 @@ class LockstepConfig:
     max_coactors: int = 32
     sample_interval_s: float = 60.0
     evidence_targets: int = 10
+    text_chars: int = 120
 
 
 @dataclass(slots=True, eq=False)  # identity: ``remove`` finds this very act
@@ -97,6 +103,7 @@ class _Act:
     key: str  # comment id: ties in time are ordered by it
     agent: str
     target: str
+    text: str  # its start, for the evidence
     pairs: list[Pair]  # the co-actions this act made when it arrived
 
 
@@ -122,6 +129,7 @@ class LockstepDetector:
         self._judged_at: float | None = None
         self._last: list[Finding] = []
         self._locked: list[Pair] = []
+        self._cache: dict[str, tuple[tuple[Any, ...], Finding]] = {}  # leader -> its finding
         self.coactions_total = 0
 
     # ------------------------------------------------------------------ feeding
@@ -131,7 +139,8 @@ class LockstepDetector:
         if not isinstance(event, CommentEvent) or item.author is None:
             return
         cfg, t, me = self.cfg, item.t, item.author
-        act = _Act(t, event.comment_id, me, event.post_id, [])
+        act = _Act(t, event.comment_id, me, event.post_id,
+                   snippet(event.content, cfg.text_chars), [])
         held = self._by_target.setdefault(event.post_id, deque())
         seen: set[str] = set()
         for other in reversed(held):  # the latest first
@@ -211,6 +220,7 @@ class LockstepDetector:
             groups.setdefault(root(a), []).append(a)
         self._last = [self._finding(members) for members in groups.values()
                       if len(members) >= self.cfg.min_agents]
+        self._cache = {f.labels["agent"]: self._cache[f.labels["agent"]] for f in self._last}
         self._last.sort(key=lambda f: f.key)
         return self._last
 
@@ -223,10 +233,17 @@ class LockstepDetector:
             rank[follow] -= 1
         order = sorted(members, key=lambda a: (-rank[a], a))
         shared = sorted({x for p in pairs for x in self._pairs[p]})
-        # the group's acts on its shared targets, latest targets first, for the timeline
-        acts = {x: [(a.t, a.agent) for a in self._by_target.get(x, ()) if a.agent in inside]
-                for x in shared}
+        # the group's acts on its shared targets, in time order
+        held = {x: sorted((a for a in self._by_target.get(x, ()) if a.agent in inside),
+                          key=lambda a: (a.t, a.key)) for x in shared}
+        acts = {x: [(a.t, a.agent) for a in held[x]] for x in shared}
+        state = (tuple(order), tuple(pairs), tuple(len(acts[x]) for x in shared), tuple(shared))
+        cached = self._cache.get(order[0])
+        if cached is not None and cached[0] == state:
+            return cached[1]  # nothing changed since the last judgement: the same evidence
         latest = sorted(shared, key=lambda x: max((t for t, _ in acts[x]), default=0.0))
+        sightings = sorted((Sighting(a.t, a.agent, a.key, a.text) for x in shared for a in held[x]),
+                           key=lambda s: (s.t, s.item_id))
         lags: dict[Pair, list[float]] = {}
         for x in shared:
             first: dict[str, float] = {}
@@ -244,17 +261,19 @@ class LockstepDetector:
                       for lead, follow in pairs],
             "targets": len(shared),
             "target_ids": latest[-cfg.evidence_targets:],
-            "timeline": [{"target": x,
-                          "acts": [{"t": t, "agent": a} for t, a in sorted(acts[x])]}
-                         for x in latest[-cfg.evidence_targets:]],
+            "threads": [{"target": x, "acts": [{"t": t, "agent": a} for t, a in acts[x]]}
+                        for x in latest[-cfg.evidence_targets:]],
             "window_s": cfg.window_s, "coact_s": cfg.coact_s,
+            **build_evidence(sightings),
         }
         severity: Severity = "critical" if len(members) >= cfg.critical_agents else "warning"
         summary = (f"Lockstep group of {len(members)} agents led by {order[0]}: "
                    f"{len(shared)} shared threads within {cfg.coact_s:g} s, fixed order "
                    f"{' > '.join(order[:5])}{' ...' if len(order) > 5 else ''}")
-        return Finding(self.type, f"group:{order[0]}", severity, summary, evidence,
-                       score=float(len(members) * len(shared)), labels={"agent": order[0]})
+        found = Finding(self.type, f"group:{order[0]}", severity, summary, evidence,
+                        score=float(len(members) * len(shared)), labels={"agent": order[0]})
+        self._cache[order[0]] = (state, found)
+        return found
 
     # ------------------------------------------------------------------ per agent
 

@@ -55,8 +55,15 @@ def test_planted_group_is_caught_in_its_order(planted: tuple[list[Event], object
         itertools.combinations(order, 2))
     assert all(0 < p["median_lag_s"] <= 60 for p in f.evidence["pairs"])
     assert set(f.evidence["target_ids"]) <= set(label.details["targets"])
-    for row in f.evidence["timeline"]:
+    for row in f.evidence["threads"]:
         assert [a["agent"] for a in row["acts"]] == order
+    # the shared evidence: their texts (the background's, varied on each thread), the first
+    # of them leading
+    texts = {c.comment_id: c.content for c in events if isinstance(c, CommentEvent)}
+    assert [x["text"] for x in f.evidence["exemplars"]] == [
+        " ".join(texts[x["id"]].split())[:120] for x in f.evidence["exemplars"]]
+    assert len(f.evidence["exemplars"]) == 3
+    assert f.evidence["timeline"]["entries"][0]["agent"] == order[0]
     # caught once its seventh shared thread is seen: about 7 x 15 min after its start
     assert t - label.start.timestamp() < 3 * 3600
 
