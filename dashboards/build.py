@@ -181,6 +181,46 @@ OVERVIEW = Dashboard(
                                                "its rate limit allows (1 = the whole budget).",
                   min=0),
         )),
+        Row("Coverage", (
+            Panel("Comment capture against the platform (GET /stats)", (
+                Target("sum by (kind)(moltscope_crawler_capture_ratio)", "{{kind}}"),
+            ), unit="percentunit", description="Posts and comments created since the crawler's "
+                                               "first GET /stats that it emitted, over the "
+                                               "platform's growth since then (alert "
+                                               "MoltscopeCommentCaptureLow).", min=0),
+            Panel("Comment deficit of the crawled posts", (
+                Target("sum(moltscope_crawler_comment_deficit)", "comments missing"),
+                Target("sum(moltscope_crawler_posts_with_deficit)", "posts with a deficit"),
+                Target("sum(moltscope_crawler_backfill_pending_posts)", "posts to backfill"),
+            ), description="Over the crawler's revisit queue: comments the platform counts "
+                           "(comment_count) and the crawler has not received; posts the "
+                           "backfill still has to go through (alert "
+                           "MoltscopeCommentDeficitGrowing)."),
+            Panel("Comment backfill per second", (
+                Target("sum(rate(moltscope_crawler_backfill_requests_total[$__rate_interval]))",
+                       "requests"),
+                Target("sum(rate(moltscope_crawler_backfill_comments_total[$__rate_interval]))",
+                       "comments recovered"),
+            ), unit="ops", description="GET /posts/{id}/comments in the other sort orders, the "
+                                       "largest deficit first, within backfill_share of the "
+                                       "request budget."),
+            Panel("Platform totals (GET /stats)", (
+                Target("sum by (kind)(moltscope_crawler_platform_count)", "{{kind}}"),
+            ), kind="stat", description="The platform's own counts of agents, submolts, "
+                                        "posts and comments."),
+            Panel("Comment capture in the pipeline's events", (
+                Target(gauge("moltscope_coverage_comment_capture_ratio", "scope"), "{{scope}}"),
+            ), unit="percentunit", description="Comments received over max(comment_count, "
+                                               "received) per post: every post (all) and the "
+                                               "posts of the last 7 days (horizon). Live, a "
+                                               "post's count is the one at discovery.",
+                  min=0, max=1),
+            Panel("Comment deficit in the pipeline's events", (
+                Target(gauge("moltscope_coverage_comment_deficit", "scope"), "{{scope}}"),
+                Target(gauge("moltscope_coverage_orphan_comments"), "orphan comments"),
+            ), description="Comments counted by the platform and never received; comments "
+                           "received whose post was not."),
+        )),
     ),
 )
 

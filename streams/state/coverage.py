@@ -20,9 +20,10 @@ when it comes; until then, and for good once they age out, they are ``orphan`` c
 
 State: one small record per post created within ``horizon_s`` (and per post with comments
 but no post event, for ``horizon_s`` after its latest comment), so memory grows with the
-posts of the horizon (about 150 bytes each), plus at most ``days`` day rows. A post that
-aged out keeps its final figures in its day and in ``all``; a comment arriving for it later
-counts as an orphan (rare with a week's horizon: posts older than that are not revisited).
+posts of the horizon (109 bytes each pickled, ``bench/bench_coverage.py``), plus at most
+``days`` day rows. A post that aged out keeps its final figures in its day and in ``all``; a
+comment arriving for it later counts as an orphan (rare with a week's horizon: posts older
+than that are not revisited).
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import CommentEvent, PostEvent
