@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from detectors.runner import DetectorConfig
 from service.delivery.dispatcher import DispatcherConfig
+from streams.agent_stage import ENGINES, EXPIRE_STEP_S, AgentStageConfig
 from streams.order import ALLOWED_LATENESS_S, IDLE_PARTITION_S
 from streams.partition import DEDUP_CAPACITY
 from streams.pipeline import PipelineConfig
@@ -118,6 +119,16 @@ class SocietySettings(BaseModel):
     vector_cache_ttl_s: int = 7 * 86400
 
 
+class IndividualSettings(BaseModel):
+    """The per-agent stage (``streams.agent_stage``): which per-agent engines run, and the grid
+    of event time its state expires on."""
+
+    engines: list[str] = Field(list(ENGINES), description="Per-agent engines that run: "
+                               + ", ".join(ENGINES))
+    expire_step_s: float = Field(EXPIRE_STEP_S, gt=0, description="Event-time seconds between "
+                                 "two expiries of the per-agent state")
+
+
 class ProbeSettings(BaseModel):
     """Probing agents (``moltscope probe``, docs/probes.md). Nothing is posted unless
     ``api_key`` is set AND ``live`` is true; the budget is clamped under the platform's limits."""
@@ -180,6 +191,7 @@ class Settings(BaseSettings):
     embed: bool = Field(_PIPELINE.embed,
                         description="Embed texts (needed by the semantic metrics)")
     society: SocietySettings = SocietySettings()
+    individuals: IndividualSettings = IndividualSettings()
     embedded: EmbeddedSettings = EmbeddedSettings()
     crawler: CrawlerSettings = CrawlerSettings()
     probes: ProbeSettings = ProbeSettings()
@@ -207,6 +219,10 @@ class Settings(BaseSettings):
             detectors=self.alerts,
             detectors_enabled=s.detectors,
         )
+
+    def agent_stage(self) -> AgentStageConfig:
+        i = self.individuals
+        return AgentStageConfig(engines=tuple(i.engines), expire_step_s=i.expire_step_s)
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}-{name}"

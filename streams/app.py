@@ -10,13 +10,23 @@ Topology (``<p>`` = ``DriverConfig.topic_prefix``):
   land in its partition), embed the texts of a batch (``take_events`` bounded in size and
   time), forward event + float16 vector to ``<p>-society``. Its state (de-dup memory,
   per-thread state) is per partition and restored from the partition on a handover, so adding
-  workers scales it, and with it the embedding, the pipeline's physical limit.
+  workers scales it, and with it the embedding, the pipeline's physical limit. Its act router
+  turns each forwarded event into the acts of the agents it concerns, sent to ``<p>-agents``
+  in one batch per agents partition.
+- ``<p>-agents`` (keyed by agent: :func:`~streams.agent_stage.agent_partition`, ``partitions``
+  partitions) -> **individuals**: the per-agent stage of each partition
+  (:class:`~streams.agent_stage.AgentPartition`, restored from the partition on a handover);
+  a timer takes the society's inputs the reducer last handed out, writes the partition's
+  per-agent profiles and sort keys (``Collaborators.profiles``) and sends its population
+  partial to ``<p>-society``.
 - ``<p>-society`` (one partition) -> **reduce**: the single reducer that owns the society-wide
   :class:`~streams.pipeline.Pipeline`. It applies the events in event-time order behind a
   watermark over the events partitions and advances the pipeline as event time passes (the
   detectors evaluate once per ``tick`` of event time, as in the replay); a timer applies what
   idle partitions released, advances event time with the wall clock when the stream is quiet,
-  publishes the snapshot and the alert transitions to ``<p>-alerts``; another checkpoints it.
+  publishes the snapshot (with the agents partitions' merged population) and the alert
+  transitions to ``<p>-alerts`` and hands the per-agent stage its society inputs
+  (``Collaborators.society``); another checkpoints it.
 - ``<p>-alerts`` (one partition) -> **alerts**: the alert desk (history and the webhook queue);
   a timer lets the worker holding the delivery lease drain that queue.
 - ``<p>-deadletters`` (one partition) -> **dead_letters**: counted by reason.
@@ -39,9 +49,25 @@ from kafka import TopicPartition as TP
 from pydantic import ValidationError
 
 from detectors.alert import Alert
+from streams.acts import Act
+from streams.agent_stage import (
+    AgentPartition,
+    AgentsReport,
+    AgentStage,
+    AgentStageConfig,
+    Society,
+    agent_partition,
+)
 from streams.embedding import TextEmbedder
 from streams.events import DeadLetter, Event
-from streams.messages import Forwarded, encode_society, encode_threads
+from streams.messages import (
+    Forwarded,
+    decode_acts,
+    encode_acts,
+    encode_agents,
+    encode_society,
+    encode_threads,
+)
 from streams.order import ALLOWED_LATENESS_S, IDLE_PARTITION_S
 from streams.partition import PartitionState, Rejected
 from streams.pipeline import Pipeline, PipelineConfig
@@ -50,6 +76,8 @@ from streams.state.base import Snapshot
 from streams.transport import WaitingApp
 
 log = logging.getLogger(__name__)
+
+Routed = tuple[int, int, Act]  # events partition, events offset, act
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +102,7 @@ class DriverConfig:
     allowed_lateness_s: float = ALLOWED_LATENESS_S
     idle_partition_s: float = IDLE_PARTITION_S
     idle_after_s: float = IDLE_AFTER_S
+    agent_stage: AgentStageConfig = AgentStageConfig()
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}-{name}"
@@ -89,6 +118,19 @@ class MetricSink(Protocol):
 
 class AgentSink(Protocol):
     def write(self, values: AgentValues) -> None: ...
+
+
+class ProfileSink(Protocol):
+    def write(self, partition: int, report: AgentsReport) -> None:
+        """Replace one agents partition's per-agent profiles and sort keys."""
+
+
+class SocietyBoard(Protocol):
+    """Where the reducer leaves the per-agent stage's society inputs for every worker."""
+
+    def publish(self, society: Society) -> None: ...
+
+    def latest(self) -> Society | None: ...
 
 
 class AlertDesk(Protocol):
@@ -118,11 +160,16 @@ class TopicReader(Protocol):
     def restore_partition(self, partition: int, until: int,
                           part: PartitionState) -> PartitionState: ...
 
+    def restore_agents(self, partition: int, until: int,
+                       part: AgentPartition) -> AgentPartition: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Collaborators:
     metrics: MetricSink
     agents: AgentSink
+    profiles: ProfileSink
+    society: SocietyBoard
     alerts: AlertDesk
     checkpoints: CheckpointStore
     topics: TopicReader
@@ -141,6 +188,7 @@ class Driver:
                                idle_partition_s=config.idle_partition_s,
                                idle_after_s=config.idle_after_s)
         self.parts: dict[int, PartitionState] = {}
+        self.agent_parts: dict[int, AgentPartition] = {}
         self.duplicates = 0
         self.topics: dict[str, faust.TopicT] = {}
         self.agents: dict[str, faust.types.AgentT] = {}
@@ -158,6 +206,20 @@ class Driver:
 
     def new_partition(self) -> PartitionState:
         return PartitionState(self.config.dedup_capacity, self.config.pipeline.threads)
+
+    def new_agent_partition(self) -> AgentPartition:
+        return AgentPartition(AgentStage(self.config.agent_stage))
+
+    def acts_by_partition(self, admitted: list[tuple[Event, int, int]],
+                          vectors: Mapping[str, np.ndarray]) -> dict[int, list[Routed]]:
+        """The acts of the admitted events (in order, each routed by its events partition's
+        router) grouped by the agents partition of their agent."""
+        out: dict[int, list[Routed]] = {}
+        n = self.config.partitions
+        for ev, partition, offset in admitted:
+            for act in self.parts[partition].route(ev, vectors.get(ev.id)):
+                out.setdefault(agent_partition(act.agent, n), []).append((partition, offset, act))
+        return out
 
     def resume_reducer(self) -> None:
         """Take the checkpoint over if it is ahead of this worker's own reducer state
@@ -209,7 +271,9 @@ def create_app(config: DriverConfig, io: Collaborators,
                         acks=False)
     alerts = app.topic(config.topic("alerts"), value_serializer="raw", partitions=1)
     dead = app.topic(config.topic("deadletters"), value_serializer="raw", partitions=1)
-    driver.topics = {"events": events, "society": society, "alerts": alerts, "deadletters": dead}
+    acts = app.topic(config.topic("agents"), value_serializer="raw", partitions=config.partitions)
+    driver.topics = {"events": events, "society": society, "alerts": alerts, "deadletters": dead,
+                     "agents": acts}
 
     @app.agent(events)
     async def ingest(stream: faust.StreamT) -> None:
@@ -246,6 +310,23 @@ def create_app(config: DriverConfig, io: Collaborators,
                 await society.send(
                     value=encode_society([Forwarded(ev, vectors.get(ev.id), partition, offset, raw)
                                           for ev, partition, offset, raw in admitted]))
+                routed = driver.acts_by_partition([a[:3] for a in admitted], vectors)
+                for target, batch_acts in sorted(routed.items()):
+                    await acts.send(value=encode_acts(batch_acts), partition=target)
+
+    @app.agent(acts)
+    async def individuals(stream: faust.StreamT) -> None:
+        loop = asyncio.get_running_loop()
+        async for event in stream.events():
+            partition, offset = event.message.partition, event.message.offset
+            part = driver.agent_parts.get(partition)
+            if part is None:  # first record of an agents partition this worker was handed
+                part = driver.agent_parts[partition] = await loop.run_in_executor(
+                    None, io.topics.restore_agents, partition, offset,
+                    driver.new_agent_partition())
+            elif offset < part.next_offset:  # re-seek to an older commit after a rebalance
+                continue
+            part.take(decode_acts(event.value), offset)
 
     def holds_society() -> bool:
         held = TP(society.get_topic_name(), 0) in app.consumer.assignment()
@@ -302,6 +383,25 @@ def create_app(config: DriverConfig, io: Collaborators,
             await alerts.send(value=alert.model_dump_json().encode())
         if tick.snapshot is not None:
             io.metrics.write(tick.snapshot, at=time.time())
+        if tick.society is not None:
+            io.society.publish(tick.society)
+
+    @app.timer(config.agents_interval_s)
+    async def publish_agent_stage() -> None:
+        assigned = {tp.partition for tp in app.consumer.assignment()
+                    if tp.topic == acts.get_topic_name()}
+        for partition in list(driver.agent_parts):
+            if partition not in assigned:  # moved to another worker: its owner reports now
+                del driver.agent_parts[partition]
+        if not driver.agent_parts:
+            return
+        inputs = io.society.latest()
+        for partition, part in list(driver.agent_parts.items()):
+            report = part.report(inputs)
+            if report is not None:
+                io.profiles.write(partition, report)
+                await society.send(value=encode_agents(partition, part.next_offset,
+                                                       report.partial))
 
     if config.checkpoint_interval_s > 0:
         @app.timer(config.checkpoint_interval_s)
@@ -328,6 +428,6 @@ def create_app(config: DriverConfig, io: Collaborators,
             if n:
                 io.metrics.incr(f"webhook_deliveries:{outcome}", n)
 
-    driver.agents = {"ingest": ingest, "reduce": reduce, "alerts": alert_intake,
-                     "dead_letters": dead_letters}
+    driver.agents = {"ingest": ingest, "individuals": individuals, "reduce": reduce,
+                     "alerts": alert_intake, "dead_letters": dead_letters}
     return app, driver

@@ -1,5 +1,6 @@
-"""Wire format of the society topic: batches of canonical events with, for texts, their compact
-embedding; and the partitions' thread partials.
+"""Wire formats: the society topic's batches of canonical events with, for texts, their compact
+embedding, the partitions' thread partials and per-agent population partials; the agents
+topic's batches of acts.
 
 An event batch is binary: ``MSB1``, then per event a little-endian header (events partition
 u32, offset u64, JSON length u32, vector length u32), the event's JSON and the vector's bytes.
@@ -8,7 +9,12 @@ there), so ingest never serialises an event again and the reducer validates it s
 JSON bytes: about a quarter of the cost of a JSON envelope a way on the real sample. Vectors
 travel as float16 (:func:`streams.embedding.quantise`: half the bytes of float32; a pair's
 cosine moves by at most ``2 cosine_error_bound``, about 1e-3, for unit vectors of dimension
-384) and are decoded re-normalised. Thread partials are small JSON objects.
+384) and are decoded re-normalised. Thread partials are small JSON objects, and so are the
+agents partitions' population partials (:func:`encode_agents`).
+
+An acts batch (:func:`encode_acts`, the agents topic) is binary too: ``MSA1``, then per act the
+events partition and offset it came from, its time, kind, score and the lengths of its strings
+and vectors, then the strings (UTF-8) and the vectors (float16, as above).
 
 >>> import numpy as np
 >>> from datetime import datetime, timezone
@@ -22,6 +28,13 @@ cosine moves by at most ``2 cosine_error_bound``, about 1e-3, for unit vectors o
 >>> msg = decode_society(encode_threads(3, 120, Partial(by_bucket={"0": Sums(posts=2)})))
 >>> msg.partition, msg.next_offset, msg.partial.by_bucket["0"].posts
 (3, 120, 2)
+>>> from streams.acts import Act
+>>> a = Act("bob", 1.5, "comment", "p", "c", target_author="ann", target_vector=np.ones(4))
+>>> [(p, o, b)] = decode_acts(encode_acts([(0, 9, a)]))
+>>> p, o, (b.agent, b.t, b.kind, b.item_id), b.target_vector.tolist(), b.target_author, b.score
+(0, 9, ('bob', 1.5, 'comment', 'c'), [0.5, 0.5, 0.5, 0.5], 'ann', None)
+>>> decode_society(encode_agents(2, 40, {"acts": {"post": 1}})).partial
+{'acts': {'post': 1}}
 """
 
 from __future__ import annotations
@@ -30,9 +43,11 @@ import json
 import struct
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
+from streams.acts import Act
 from streams.embedding import QuantisedVector, dequantise, quantise
 from streams.events import Event, parse_event
 from streams.state.threads import Partial, Sums
@@ -64,6 +79,77 @@ class ThreadsPartial:
     partial: Partial
 
 
+@dataclass(frozen=True, slots=True)
+class AgentsPartial:
+    """One agents partition's population partial over its records before ``next_offset``
+    (:meth:`streams.agent_stage.AgentStage.partial`): of two, the one covering more of the
+    partition is the newer; of two covering as much, the later."""
+
+    partition: int
+    next_offset: int
+    partial: dict[str, Any]
+
+
+ACTS_MAGIC = b"MSA1"
+# events partition, events offset, t, kind, target kind, has score, score, then the lengths:
+# agent, post id, item id, target author (+1; 0 = None), vector, target vector (bytes)
+_ACT = struct.Struct("<IQdBBBqHHHHII")
+_KINDS = ("post", "comment", "replied", "score")
+_TARGET_KINDS = (None, "post", "comment")
+
+
+def _vec(v: np.ndarray | None) -> bytes:
+    return b"" if v is None else quantise(v, "float16").data
+
+
+def encode_acts(acts: Sequence[tuple[int, int, Act]]) -> bytes:
+    """A batch of acts, each with the events partition and offset of the event it came from
+    (the agents stage takes each event's acts once)."""
+    out = [ACTS_MAGIC]
+    for partition, offset, a in acts:
+        agent, post, item = a.agent.encode(), a.post_id.encode(), a.item_id.encode()
+        target = b"" if a.target_author is None else a.target_author.encode()
+        vec, tvec = _vec(a.vector), _vec(a.target_vector)
+        out += (_ACT.pack(partition, offset, a.t, _KINDS.index(a.kind),
+                          _TARGET_KINDS.index(a.target_kind), a.score is not None, a.score or 0,
+                          len(agent), len(post), len(item),
+                          0 if a.target_author is None else len(target) + 1, len(vec),
+                          len(tvec)), agent, post, item, target, vec, tvec)
+    return b"".join(out)
+
+
+def decode_acts(payload: bytes) -> list[tuple[int, int, Act]]:
+    out: list[tuple[int, int, Act]] = []
+    view, i = memoryview(payload), len(ACTS_MAGIC)
+    if not payload.startswith(ACTS_MAGIC):
+        raise ValueError("not an acts batch")
+
+    def take(n: int) -> bytes:
+        nonlocal i
+        b = bytes(view[i:i + n])
+        i += n
+        return b
+
+    while i < len(view):
+        (partition, offset, t, kind, tkind, has_score, score, n_agent, n_post, n_item, n_target,
+         n_vec, n_tvec) = _ACT.unpack_from(view, i)
+        i += _ACT.size
+        agent, post, item = take(n_agent).decode(), take(n_post).decode(), take(n_item).decode()
+        target = take(n_target - 1).decode() if n_target else None
+        vec = dequantise(QuantisedVector("float16", take(n_vec))) if n_vec else None
+        tvec = dequantise(QuantisedVector("float16", take(n_tvec))) if n_tvec else None
+        out.append((partition, offset, Act(
+            agent, t, _KINDS[kind], post, item, vector=vec, target_author=target,  # type: ignore[arg-type]
+            target_vector=tvec, target_kind=_TARGET_KINDS[tkind],  # type: ignore[arg-type]
+            score=score if has_score else None)))
+    return out
+
+
+def encode_agents(partition: int, next_offset: int, partial: dict[str, Any]) -> bytes:
+    return json.dumps({"agents": {"partition": partition, "next_offset": next_offset,
+                                  "partial": partial}}, separators=(",", ":")).encode()
+
+
 def encode_society(items: Sequence[Forwarded]) -> bytes:
     """A batch of events (in order) with their vectors: one message per ingest batch, so the
     single reducer pays the broker's per-message cost once per batch, not once per event."""
@@ -85,9 +171,13 @@ def encode_threads(partition: int, next_offset: int, partial: Partial) -> bytes:
                       separators=(",", ":")).encode()
 
 
-def decode_society(payload: bytes) -> list[Forwarded] | ThreadsPartial:
+def decode_society(payload: bytes) -> list[Forwarded] | ThreadsPartial | AgentsPartial:
     if not payload.startswith(MAGIC):
-        t = json.loads(payload)["threads"]
+        msg = json.loads(payload)
+        if "agents" in msg:
+            a = msg["agents"]
+            return AgentsPartial(a["partition"], a["next_offset"], a["partial"])
+        t = msg["threads"]
         p = t["partial"]
         return ThreadsPartial(t["partition"], t["next_offset"], Partial(
             {k: Sums(**v) for k, v in p["by_bucket"].items()},

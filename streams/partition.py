@@ -1,10 +1,14 @@
-"""What ingest keeps for one partition of the events topic: the de-dup memory and the thread
-state of the posts keyed to it, and how far into the partition they reach.
+"""What ingest keeps for one partition of the events topic: the de-dup memory, the thread
+state of the posts keyed to it, the act router (:class:`~streams.acts.ActRouter`: who wrote
+which post and comment, to turn the partition's events into acts keyed by agent), and how far
+into the partition they reach.
 
 ``next_offset`` lets the reducer order two reports of the same partition (a handover's late
 report covers fewer records), and a worker that takes a partition over replays its records
 before the first one it is handed through the same :meth:`PartitionState.take`, so it holds
-what the previous owner held. No I/O: the Faust agent and the restore both drive it.
+what the previous owner held (:meth:`PartitionState.restore`: the router learns the restored
+posts without their vectors, see docs/architecture.md). No I/O: the Faust agent and the
+restore both drive it.
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import PostEvent
@@ -18,14 +22,18 @@ what the previous owner held. No I/O: the Faust agent and the restore both drive
 (3, 0)
 >>> part.report().by_bucket["0"].posts, part.report()  # reported once until news arrive
 (1, None)
+>>> [(a.agent, a.kind) for a in part.route(parse_event(raw))]
+[('a', 'post')]
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 from pydantic import ValidationError
 
+from streams.acts import Act, ActRouter
 from streams.events import CommentEvent, Event, PostEvent, VoteEvent, parse_event
 from streams.state.base import Item
 from streams.state.dedup import Dedup
@@ -52,6 +60,7 @@ class PartitionState:
                  threads: ThreadsConfig | None = None) -> None:
         self.dedup = Dedup(dedup_capacity)
         self.threads = ThreadsEngine(threads)
+        self.router = ActRouter()
         self.next_offset = 0
         self.latest: float | None = None  # latest thread event time (unix s), for expiry
         self.news = False  # thread state changed since the last report
@@ -66,6 +75,17 @@ class PartitionState:
             return Rejected("bad_json" if exc.errors()[0]["type"] == "json_invalid"
                             else "invalid")
         return event if self.admit(event, offset) else None
+
+    def restore(self, raw: bytes, offset: int) -> None:
+        """Replay the record at ``offset`` of a handed partition: as :meth:`take`, and the
+        router learns its post or comment (its acts were forwarded by the previous owner)."""
+        event = self.take(raw, offset)
+        if event is not None and not isinstance(event, Rejected):
+            self.router.route(event)
+
+    def route(self, event: Event, vector: np.ndarray | None = None) -> list[Act]:
+        """The acts of an event :meth:`take` admitted (``vector``: a post's embedding)."""
+        return self.router.route(event, vector)
 
     def admit(self, event: Event, offset: int) -> bool:
         """Take the event read at ``offset``; False if its id was seen before (a repeat)."""

@@ -3,7 +3,14 @@ records it applied, in which order, when it last heard of an event, what its che
 
 The Faust driver (``streams/app.py``) hands it each society-topic message with its offset and
 the wall-clock time, and asks it on its timers for the alert transitions and the snapshot to
-publish, the per-agent values, and the state to checkpoint. Exactly once: the society topic is
+publish, the per-agent values, and the state to checkpoint.
+
+The per-agent stage lives with the agents partitions; the reducer keeps each partition's
+latest population partial (the one covering the most of its partition), merges them into the
+published snapshot (:meth:`streams.agent_stage.AgentStage.population`), and hands back the
+society inputs the partitions need (:class:`~streams.agent_stage.Society`: its event time,
+super-nodes, the merged centroid and mean drift direction) in each :class:`Tick` that changes
+them. Exactly once: the society topic is
 re-read from its start after a rebalance (skipped by offset) and a handover may forward an
 events record twice (skipped by its events partition and offset).
 
@@ -47,7 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from detectors.alert import Alert
-from streams.messages import Forwarded, ThreadsPartial, decode_society
+from streams.agent_stage import AgentStage, Society, current_supernodes
+from streams.messages import AgentsPartial, Forwarded, ThreadsPartial, decode_society
 from streams.order import ALLOWED_LATENESS_S, IDLE_PARTITION_S, EventTimeOrder
 from streams.pipeline import Pipeline
 from streams.state.base import Snapshot
@@ -61,7 +69,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 #: waiting for the watermark. The drivers (this module included) are not in it.
 ENGINE_SOURCES = ("streams/state/*.py", "streams/pipeline.py", "streams/text.py",
                   "streams/events.py", "streams/order.py", "streams/messages.py",
-                  "detectors/*.py")
+                  "streams/acts.py", "streams/agent_stage.py", "detectors/*.py")
 
 
 def state_version(config: object) -> str:
@@ -86,6 +94,7 @@ class Tick:
 
     alerts: list[Alert] = field(default_factory=list)
     snapshot: Snapshot | None = None
+    society: Society | None = None  # the per-agent stage's inputs, when they changed
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +108,10 @@ class AgentValues:
 
 
 #: What a checkpoint holds (a plain tuple: nothing of this module is pickled): the pipeline,
-#: the next offset taken per events partition, the events waiting for the watermark, and the
-#: alert transitions not yet published.
-ReducerState = tuple[Pipeline, dict[int, int], EventTimeOrder[Forwarded], list[Alert]]
+#: the next offset taken per events partition, the events waiting for the watermark, the
+#: alert transitions not yet published, and the agents partitions' latest partials.
+ReducerState = tuple[Pipeline, dict[int, int], EventTimeOrder[Forwarded], list[Alert],
+                     dict[int, tuple[int, dict[str, Any]]]]
 
 
 class Reducer:
@@ -122,6 +132,9 @@ class Reducer:
         self.dirty = False  # the snapshot changed since it was last published
         self.agents_dirty = False
         self.last_event_wall: float | None = None
+        # agents partition -> (next offset covered, population partial)
+        self.agent_partials: dict[int, tuple[int, dict[str, Any]]] = {}
+        self.society: Society | None = None  # the inputs last handed to the partitions
 
     @property
     def buffered(self) -> int:
@@ -139,6 +152,12 @@ class Reducer:
         if isinstance(msg, ThreadsPartial):
             self.pipeline.absorb_threads(msg.partition, msg.next_offset, msg.partial)
             self.dirty = True
+            return True
+        if isinstance(msg, AgentsPartial):
+            held = self.agent_partials.get(msg.partition)
+            if held is None or msg.next_offset >= held[0]:  # a late report of a former owner
+                self.agent_partials[msg.partition] = (msg.next_offset, msg.partial)
+                self.dirty = True
             return True
         for f in msg:
             if f.offset < self.applied.get(f.partition, 0):
@@ -168,7 +187,7 @@ class Reducer:
 
     def checkpoint_state(self) -> ReducerState:
         """What a checkpoint holds, as of society offset :attr:`next_offset`."""
-        return self.pipeline, self.applied, self.order, self.alerts
+        return self.pipeline, self.applied, self.order, self.alerts, self.agent_partials
 
     def checkpoint_due(self) -> bool:
         return self.next_offset > self.checkpointed
@@ -178,7 +197,7 @@ class Reducer:
         reducer; idle time then counts from ``wall``, and the state is published at once."""
         if offset <= self.next_offset:
             return False
-        self.pipeline, self.applied, self.order, alerts = state
+        self.pipeline, self.applied, self.order, alerts, self.agent_partials = state
         self.alerts = list(alerts)
         self.order.resume(wall)
         self.next_offset = self.checkpointed = offset
@@ -211,7 +230,20 @@ class Reducer:
         self.dirty = False
         snap = self.pipeline.snapshot()
         snap.samples.append(self.order.sample())
-        return Tick(alerts, snap)
+        society = None
+        if self.agent_partials:
+            pop = [p for _, (_, p) in sorted(self.agent_partials.items())]
+            population = AgentStage.population(pop)
+            snap = Snapshot.merge([snap, population])
+            society = AgentStage.society_of(pop, population, now,
+                                            current_supernodes(self.pipeline))
+        else:
+            society = Society(now, frozenset(current_supernodes(self.pipeline)))
+        if self.society is not None and society.same(self.society):
+            society = None
+        else:
+            self.society = society
+        return Tick(alerts, snap, society)
 
     def agents(self) -> AgentValues | None:
         """The per-agent values if events were applied since they were last taken."""

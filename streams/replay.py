@@ -10,10 +10,17 @@ full, so the pipeline still sees them in order), absorbed by the
 live reducer applies the same events in the same order with the same ``advance`` calls, so
 its figures and alerts are the replay's (before :meth:`~streams.pipeline.Pipeline.close`).
 
+Beside the pipeline, one :class:`~streams.acts.ActRouter` turns each applied event into acts and
+one :class:`~streams.agent_stage.AgentStage` takes them (live: a router per events partition, a
+stage per agents partition); the report's snapshot carries the stage's population, settled
+with the society's final inputs as the live reducer hands them, and
+:meth:`ReplayResult.agent_profiles` the per-agent table.
+
 The report has the shape of a snapshot, so its keys are the names the API serves:
 ``samples`` (``GET /v1/metrics``), ``details`` (``GET /v1/details/{name}``), ``alerts``
-(every incident: type, start, end, fingerprint, evidence) and ``input`` (records read,
-duplicates, dead letters by reason, embedding counts).
+(every incident: type, start, end, fingerprint, evidence), ``input`` (records read,
+duplicates, dead letters by reason, embedding counts) and ``agents`` (acts routed by kind,
+events without an act by reason, agents profiled).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from streams.acts import ActRouter
+from streams.agent_stage import AgentStage, current_supernodes
 from streams.embedding import TextEmbedder
 from streams.events import DeadLetter, Event
 from streams.order import ALLOWED_LATENESS_S, EventTimeOrder
@@ -44,13 +53,26 @@ class ReplayResult:
     duplicates: int = 0
     embedded: int = 0
     dead_letters: Counter[str] = field(default_factory=Counter)
+    router: ActRouter = field(default_factory=ActRouter)
+    stage: AgentStage = field(default_factory=AgentStage)
 
     def snapshot(self) -> Snapshot:
-        """The pipeline's snapshot with the ordering's late count: what the live reducer
-        publishes."""
+        """The pipeline's snapshot with the ordering's late count and the per-agent stage's
+        population: what the live reducer publishes."""
         snap = self.pipeline.snapshot()
         snap.samples.append(self.order.sample())
-        return snap
+        return Snapshot.merge([snap, self.settle()])
+
+    def settle(self) -> Snapshot:
+        """The stage's population with the society's inputs of now (its event time and
+        super-nodes, as the live reducer hands them to the agents partitions)."""
+        p = self.pipeline
+        return self.stage.settle(p.latest, current_supernodes(p))
+
+    def agent_profiles(self) -> dict[str, dict[str, Any]]:
+        """Every agent's profile (both planes), settled as :meth:`snapshot`."""
+        self.settle()
+        return self.stage.profiles()
 
     def report(self) -> dict[str, Any]:
         snap = self.snapshot()
@@ -61,6 +83,9 @@ class ReplayResult:
                       "dead_letters": dict(sorted(self.dead_letters.items()))},
             **snap.as_dict(),
             "alerts": self.pipeline.alerts_report(),
+            "agents": {"acts": dict(sorted(self.router.routed.items())),
+                       "unrouted": dict(sorted(self.router.unrouted.items())),
+                       "profiled": len(self.agent_profiles())},
         }
 
 
@@ -68,7 +93,8 @@ def replay(items: Iterable[Event | DeadLetter], pipeline: Pipeline | None = None
            embedder: TextEmbedder | None = None, batch: int = 64,
            dedup_capacity: int = DEDUP_CAPACITY,
            allowed_lateness_s: float = ALLOWED_LATENESS_S, close: bool = True,
-           progress: Callable[[int], None] | None = None) -> ReplayResult:
+           progress: Callable[[int], None] | None = None,
+           stage: AgentStage | None = None) -> ReplayResult:
     """Feed ``items`` (in event-time order, up to ``allowed_lateness_s``) through
     de-duplication, event-time ordering and the pipeline; ``close``: end with
     :meth:`Pipeline.close` (a final evaluation, open incidents resolved), else leave the
@@ -76,11 +102,12 @@ def replay(items: Iterable[Event | DeadLetter], pipeline: Pipeline | None = None
 
     Without an ``embedder`` the semantic engines see no vectors (the rest is unchanged).
     ``progress(n)`` hears of every ``n`` records read (every :data:`PROGRESS_EVERY`, and the
-    rest at the end), e.g. a progress bar's ``update``.
+    rest at the end), e.g. a progress bar's ``update``. ``stage``: the per-agent stage to
+    drive (default: every per-agent engine with its defaults).
     """
     order: EventTimeOrder[Event] = EventTimeOrder(1, allowed_lateness_s=allowed_lateness_s)
-    result = ReplayResult(pipeline or Pipeline(), order)
-    p = result.pipeline
+    result = ReplayResult(pipeline or Pipeline(), order, stage=stage or AgentStage())
+    p, router, agents = result.pipeline, result.router, result.stage
     dedup = Dedup(dedup_capacity)
     waiting: list[Event] = []
     texts: list[str] = []
@@ -96,6 +123,10 @@ def replay(items: Iterable[Event | DeadLetter], pipeline: Pipeline | None = None
                 i += 1
             p.update(ev, vec)
             p.advance()  # at the latest event time; the pipeline evaluates once per tick
+            for act in router.route(ev, vec):
+                agents.update(act)
+            if p.latest is not None:
+                agents.expire(p.latest)  # once an expire_step_s, as the agents partitions
         waiting.clear()
         texts.clear()
 

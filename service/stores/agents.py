@@ -6,6 +6,15 @@ agent -> PageRank (rank = ``ZREVRANK`` + 1); ``:supernodes`` hash agent -> recor
 ``:roles`` hash agent -> role (0 = the periphery). Each is replaced whole and atomically
 (written under a temporary key, then renamed), so a reader never sees half a vector.
 Memory: about 100 bytes an agent a sorted set.
+
+The per-agent stage (:class:`AgentProfileStore`), written by each agents partition's owner:
+``:agents:profiles:<partition>`` hash agent -> profile JSON (both planes; an agent's
+partition is :func:`streams.agent_stage.agent_partition`), ``:agents:sort:<key>:<partition>``
+sorted sets agent -> value, each replaced whole and atomically by its partition's owner, and
+``:agents:sort:<key>`` their union (recomputed in the same transaction), which paging reads.
+``:agents:society`` (:class:`SocietyStore`): the society inputs the reducer last handed out.
+Memory: the profile JSON (~1 KB) and ~100 bytes a sort key, twice (partition and union), an
+agent.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from typing import Any, Literal
 
 import redis
 
+from streams.agent_stage import AgentsReport, Society, agent_partition
 from streams.reducer import AgentValues
 
 Graph = Literal["window", "cumulative"]
@@ -71,3 +81,74 @@ class AgentStore:
                 "cumulative": graph_view(c_rank, c_score, c_n),
                 "supernode_history": json.loads(record) if record else None,
                 "role": None if role is None else int(json.loads(role))}
+
+
+class AgentProfileStore:
+    def __init__(self, client: redis.Redis, prefix: str = "moltscope", partitions: int = 4) -> None:
+        self.r = client
+        self.p = prefix
+        self.partitions = partitions
+
+    def write(self, partition: int, report: AgentsReport) -> None:
+        """Replace the partition's profiles and sort keys; refresh each key's union."""
+        pipe = self.r.pipeline(transaction=True)
+        self._replace(pipe, f"{self.p}:agents:profiles:{partition}",
+                      {a: json.dumps(v, default=str) for a, v in report.profiles.items()}, "hash")
+        for key, values in report.sort_keys.items():
+            self._replace(pipe, f"{self.p}:agents:sort:{key}:{partition}", values, "zset")
+            pipe.zunionstore(f"{self.p}:agents:sort:{key}",
+                             [f"{self.p}:agents:sort:{key}:{k}" for k in range(self.partitions)])
+        pipe.execute()
+
+    @staticmethod
+    def _replace(pipe: Any, key: str, mapping: Mapping[str, Any],
+                 kind: Literal["zset", "hash"]) -> None:
+        tmp = f"{key}:next"
+        pipe.delete(tmp)
+        if mapping:
+            if kind == "hash":
+                pipe.hset(tmp, mapping=dict(mapping))
+            else:
+                pipe.zadd(tmp, dict(mapping))
+            pipe.rename(tmp, key)
+        else:
+            pipe.delete(key)
+
+    def profile(self, name: str) -> dict[str, Any] | None:
+        raw = self.r.hget(f"{self.p}:agents:profiles:{agent_partition(name, self.partitions)}",
+                          name)
+        return None if raw is None else json.loads(raw)
+
+    def page(self, key: str, offset: int, limit: int, descending: bool = True
+             ) -> tuple[int, list[dict[str, Any]]]:
+        """(agents with the key, the page of rows: agent, rank, value, profile)."""
+        zkey = f"{self.p}:agents:sort:{key}"
+        pipe = self.r.pipeline(transaction=False)
+        pipe.zcard(zkey)
+        pipe.execute_command("ZREVRANGE" if descending else "ZRANGE", zkey, offset,
+                             offset + limit - 1, "WITHSCORES")
+        total, rows = pipe.execute()
+        names = [a.decode() for a in rows[::2]]
+        pipe = self.r.pipeline(transaction=False)
+        for a in names:
+            pipe.hget(f"{self.p}:agents:profiles:{agent_partition(a, self.partitions)}", a)
+        profiles = pipe.execute()
+        return int(total), [
+            {"agent": a, "rank": offset + i + 1, "value": float(v),
+             "profile": None if prof is None else json.loads(prof)}
+            for i, (a, v, prof) in enumerate(zip(names, rows[1::2], profiles, strict=True))]
+
+
+class SocietyStore:
+    """The per-agent stage's society inputs, from the reducer to every agents partition."""
+
+    def __init__(self, client: redis.Redis, prefix: str = "moltscope") -> None:
+        self.r = client
+        self.key = f"{prefix}:agents:society"
+
+    def publish(self, society: Society) -> None:
+        self.r.set(self.key, society.to_json())
+
+    def latest(self) -> Society | None:
+        raw = self.r.get(self.key)
+        return None if raw is None else Society.from_json(raw)

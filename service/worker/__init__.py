@@ -15,7 +15,7 @@ from service.config import Settings
 from service.delivery.desk import AlertDesk
 from service.delivery.egress import EgressPolicy
 from service.health_metrics import HealthStore
-from service.stores.agents import AgentStore
+from service.stores.agents import AgentProfileStore, AgentStore, SocietyStore
 from service.stores.metrics import MetricStore
 from service.stores.reducer_checkpoint import ReducerCheckpoint
 from service.stores.vector_cache import RedisVectorCache
@@ -39,7 +39,7 @@ def driver_config(settings: Settings) -> DriverConfig:
         broker_session_timeout_s=s.broker_session_timeout_s,
         broker_heartbeat_interval_s=s.broker_heartbeat_interval_s,
         allowed_lateness_s=s.allowed_lateness_s, idle_partition_s=s.idle_partition_s,
-        idle_after_s=s.idle_after_s)
+        idle_after_s=s.idle_after_s, agent_stage=s.agent_stage())
 
 
 def live_pipeline(settings: Settings) -> PipelineConfig:
@@ -55,6 +55,8 @@ def collaborators(settings: Settings, config: DriverConfig,
     return Collaborators(
         metrics=MetricStore(client, prefix=prefix, series_points=s.series_points),
         agents=AgentStore(client, prefix),
+        profiles=AgentProfileStore(client, prefix, s.partitions),
+        society=SocietyStore(client, prefix),
         alerts=AlertDesk(client, prefix, s.delivery, owner=f"{os.getpid()}@{os.uname().nodename}",
                          policy=EgressPolicy.for_settings(s)),
         checkpoints=ReducerCheckpoint(client, prefix, state_version(config.pipeline)),

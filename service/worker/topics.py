@@ -1,6 +1,7 @@
 """Blocking reads of the worker's retained topics with kafka-python (run them in an executor):
-the society message a checkpoint is anchored to, and an events partition replayed into a fresh
-:class:`~streams.partition.PartitionState` when a worker is handed the partition."""
+the society message a checkpoint is anchored to, an events partition replayed into a fresh
+:class:`~streams.partition.PartitionState` and an agents partition into a fresh
+:class:`~streams.agent_stage.AgentPartition` when a worker is handed the partition."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from contextlib import contextmanager
 from kafka import KafkaConsumer
 from kafka import TopicPartition as TP
 
+from streams.agent_stage import AgentPartition
+from streams.messages import decode_acts
 from streams.partition import PartitionState
 
 log = logging.getLogger(__name__)
@@ -68,11 +71,33 @@ class KafkaTopicReader:
                     for r in records:
                         if r.offset >= until:
                             break
-                        part.take(r.value, r.offset)
+                        part.restore(r.value, r.offset)
                 if time.monotonic() - reported > 5:
                     reported = time.monotonic()
                     log.info("partition %d: restored %d of %d records", partition,
                              part.next_offset - start, until - start)
             log.info("partition %d: restored %d records, %d threads live", partition,
                      until - start, len(part.threads))
+            return part
+
+    def restore_agents(self, partition: int, until: int, part: AgentPartition) -> AgentPartition:
+        """Replay one agents partition from its start up to ``until`` (exclusive) into
+        ``part``: a worker handed it then holds the per-agent state of its agents (one read of
+        the partition's retained acts)."""
+        if until == 0:
+            return part
+        with self._reader("agents", partition) as (consumer, tp):
+            consumer.seek_to_beginning(tp)
+            start = consumer.position(tp)
+            if start >= until:
+                return part
+            log.info("agents partition %d: restoring records %d..%d", partition, start, until)
+            while consumer.position(tp) < until:
+                for records in consumer.poll(timeout_ms=1000, max_records=5000).values():
+                    for r in records:
+                        if r.offset >= until:
+                            break
+                        part.take(decode_acts(r.value), r.offset)
+            log.info("agents partition %d: restored %d records, %d agents", partition,
+                     until - start, len(part.stage.seen))
             return part

@@ -23,6 +23,7 @@ import streams.reducer
 from service.config import Settings
 from service.stores.reducer_checkpoint import ReducerCheckpoint
 from service.worker import build, driver_config, live_pipeline
+from streams.agent_stage import AgentPartition, AgentsReport, Society
 from streams.app import Collaborators, Driver, create_app
 from streams.events import CommentEvent, PostEvent
 from streams.messages import Forwarded, decode_society, encode_society, encode_threads
@@ -58,6 +59,25 @@ class Agents:
         self.values.append(values)
 
 
+class Profiles:
+    def __init__(self) -> None:
+        self.written: list[tuple[int, AgentsReport]] = []
+
+    def write(self, partition: int, report: AgentsReport) -> None:
+        self.written.append((partition, report))
+
+
+class Board:
+    def __init__(self) -> None:
+        self.society: Society | None = None
+
+    def publish(self, society: Society) -> None:
+        self.society = society
+
+    def latest(self) -> Society | None:
+        return self.society
+
+
 class Desk:
     def __init__(self) -> None:
         self.received: list[Any] = []
@@ -82,6 +102,10 @@ class Topics:
         self.restored.append((partition, until))
         return part
 
+    def restore_agents(self, partition: int, until: int, part: AgentPartition) -> AgentPartition:
+        self.restored.append((partition, until))
+        return part
+
 
 def settings(**kw: Any) -> Settings:
     return Settings(**{"kafka_url": "kafka://127.0.0.1:9", "redis_url": "redis://127.0.0.1:9/0",
@@ -92,7 +116,8 @@ def collaborators(checkpoints: Any = None, topics: Topics | None = None) -> Coll
     def no_model() -> Any:
         raise AssertionError("embed=False: the model is never loaded")
 
-    return Collaborators(metrics=Metrics(), agents=Agents(), alerts=Desk(),
+    return Collaborators(metrics=Metrics(), agents=Agents(), profiles=Profiles(),
+                         society=Board(), alerts=Desk(),
                          checkpoints=checkpoints, topics=topics or Topics(), embedder=no_model)
 
 
@@ -102,7 +127,7 @@ def worker():  # type: ignore[no-untyped-def]
     app.finalize()
     app.conf.store = "memory://"
     app.flow_control.resume()
-    for name in ("society", "deadletters"):
+    for name in ("society", "deadletters", "agents"):
         driver.topics[name].send = AsyncMock()  # type: ignore[method-assign]
     return app, driver
 
