@@ -25,15 +25,18 @@ import pytest
 import redis
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, sync_playwright
 
-from detectors.alert import Alert, fingerprint
+from detectors.alert import Alert, AlertBook, fingerprint
+from detectors.evidence import Sighting, build_evidence
+from detectors.surge import SurgeConfig, SurgeDetector
 from service.config import Settings
 from service.delivery.history import AlertHistory
 from service.embedded import ManagedProcess, free_port, port_open
 from service.stack import settings_env
 from service.stores.agents import AgentStore
 from service.stores.metrics import MetricStore
+from streams.events import PostEvent
 from streams.reducer import AgentValues
-from streams.state.base import Sample, Snapshot
+from streams.state.base import Item, Sample, Snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -148,9 +151,13 @@ def seeded(redis_port: int, tmp_path: Path) -> Iterator[tuple[Settings, redis.Re
         roles={a: i % 3 for i, a in enumerate(agents)}))
     history = AlertHistory(r, prefix=p)
     t = datetime.fromtimestamp(now, UTC).replace(microsecond=0)
+    start = (t - timedelta(minutes=12)).timestamp()
+    texts = [HOSTILE, "CLAW to the moon", "CLAW to the moon!"]
     history.record(alert("surge", "token:claw", "firing", t - timedelta(minutes=12),
                          "CLAW surge: 41 posts in 10 min (baseline 3.2)",
-                         {"posts": 41, "baseline": 3.2, "exemplars": [HOSTILE, "CLAW to the moon"],
+                         {"posts": 41, "baseline": 3.2,
+                          **build_evidence(Sighting(start + 30 * i, a, f"p{i}", texts[i % 3])
+                                           for i, a in enumerate(agents[:4])),
                           "agents": [{"agent": a, "posts": 9 - i} for i, a in
                                      enumerate(agents[:4])]}), now=now)
     history.record(alert("supernode", f"agent:{agents[5]}", "resolved", t - timedelta(hours=2),
@@ -246,6 +253,10 @@ def test_the_page_shows_what_the_api_serves(seeded: tuple[Settings, redis.Redis,
     open_card.locator("details.evidence summary").click()
     evidence = open_card.locator("details.evidence").inner_text()
     assert HOSTILE in evidence and agents[0] in evidence and "41" in evidence
+    assert open_card.locator("ol.exemplars li").count() == 2  # one a near-duplicate cluster
+    assert open_card.locator("table.clusters tbody tr").count() == 2
+    assert open_card.locator("table.timeline tbody tr").evaluate_all(
+        "rs => rs.map(r => r.dataset.agent)") == agents[:4]
     assert w.page.locator("#alerts img").count() == 0
     assert w.page.evaluate("document.body.dataset.pwned") is None
     assert "became a super-node" in w.page.inner_text("#alerts-recent")
@@ -281,11 +292,18 @@ def test_a_planted_surge_appears_within_seconds(seeded: tuple[Settings, redis.Re
     w = Watched(browser)
     w.page.goto(f"{base}/?refresh=1", timeout=WAIT_MS)
     refreshed(w.page)
-    # the alert path records a critical surge; the reducer publishes the jump in posts
-    start = datetime.now(UTC).replace(microsecond=0)
-    surge = alert("surge", "token:moltcoin", "firing", start,
-                  "MOLTCOIN surge: 180 posts in 10 min (baseline 2.1)",
-                  {"posts": 180, "baseline": 2.1}, severity="critical")
+    # a mint flood read by the surge detector, its alert recorded by the alert path; the
+    # reducer publishes the jump in posts
+    agents = agent_names(30)
+    t0 = time.time() - 60
+    detector = SurgeDetector(SurgeConfig(warmup_s=0))
+    for i, a in enumerate(agents[10:22]):
+        when = datetime.fromtimestamp(t0 + 3 * i, UTC)
+        detector.update(Item.of(PostEvent(
+            id=f"post:m{i}", event_time=when, observed_at=when, post_id=f"m{i}", author=a,
+            content=f'Minting $MOLTCOIN {{"p":"mbc-20","op":"mint","tick":"MOLTCOIN"}} [{i}]')))
+    [surge] = AlertBook().reconcile(t0 + 33, "surge", detector.findings(t0 + 33))
+    assert surge.severity == "critical"
     planted = time.monotonic()
     AlertHistory(r, prefix=settings.topic_prefix).record(surge)
     store = MetricStore(r, prefix=settings.topic_prefix)
@@ -300,9 +318,31 @@ def test_a_planted_surge_appears_within_seconds(seeded: tuple[Settings, redis.Re
         "document.querySelector(\".tile[data-metric='posts_total'] .value\")"
         ".textContent === '99999'", timeout=WAIT_MS)
     assert time.monotonic() - planted < 5.0
-    # its link opens the page on it, evidence unfolded
-    w.page.goto(f"{base}/?refresh=30#alert-{iid}", timeout=WAIT_MS)
+    # evidence unfolded by hand stays unfolded across refreshes
+    w.page.click(f"#alerts-open [data-incident='{iid}'] details.evidence summary")
+    n = int(w.page.evaluate("document.body.dataset.refreshed"))
+    refreshed(w.page, n + 2)
+    assert w.page.locator(f"#alerts-open [data-incident='{iid}'] details[open]").count() == 1
+    # its link opens the page on it, evidence unfolded: the mint texts, who led and followed
+    assert surge.evidence["link"] == f"/#alert-{iid}"
+    w.page.goto(f"{base}/?refresh=30" + surge.evidence["link"][1:], timeout=WAIT_MS)
+    view = w.page.wait_for_selector(f"[id='alert-{iid}'].focus details[open]", timeout=WAIT_MS)
+    assert view is not None
+    exemplars = w.page.locator(f"[id='alert-{iid}'] ol.exemplars li q").all_inner_texts()
+    assert exemplars and all("MOLTCOIN" in x for x in exemplars)
+    assert exemplars == [x["text"] for x in surge.evidence["exemplars"]]
+    rows = w.page.locator(f"[id='alert-{iid}'] table.timeline tbody tr")
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.agent)") == agents[10:22]
+    assert rows.first.locator("td").first.inner_text() == "leader"
+    assert "12 agents" in w.page.locator(f"[id='alert-{iid}'] details.evidence").inner_text()
+    # a link by fingerprint opens the newest incident of it; an unknown one says so
+    w.page.goto(f"{base}/?refresh=30#alert-{surge.fingerprint}", timeout=WAIT_MS)
     w.page.wait_for_selector(f"[id='alert-{iid}'].focus details[open]", timeout=WAIT_MS)
+    w.page.goto(f"{base}/?refresh=30#alert-0123456789abcdef:1", timeout=WAIT_MS)
+    w.page.wait_for_selector("#alerts-linked >> text=no incident 0123456789abcdef:1",
+                             timeout=WAIT_MS)
+    assert len(w.errors) == 1 and "404" in w.errors[0]  # the browser logs the API's answer
+    w.errors.clear()
     assert w.errors == []
     assert w.hosts == {"127.0.0.1"}
     w.page.close()

@@ -90,7 +90,8 @@ async function getJSON(url) {
 
 // ---------------------------------------------------------------- state of one refresh
 
-const state = {metrics: null, details: new Set(), charts: new Map(), errors: []};
+const state = {metrics: null, details: new Set(), charts: new Map(), errors: [],
+               unfolded: new Set()};
 
 async function attempt(what, fn) {
   try {
@@ -278,11 +279,68 @@ function evidenceValue(v) {
   return el("pre", {text: JSON.stringify(v, null, 1)});
 }
 
+// The shared evidence of detectors/evidence.py, shown as what it is; the rest as figures.
+const SHOWN = new Set(["exemplars", "clusters", "timeline", "link", "cluster_jaccard",
+                       "near_duplicate_share"]);
+
+function exemplarList(list) {
+  return el("ol", {class: "exemplars"}, ...list.map((x) => typeof x === "string"
+    ? el("li", {}, el("q", {text: x}))
+    : el("li", {"data-id": x.id || ""}, el("q", {text: x.text || ""}),
+         el("span", {class: "muted by"}, " — ", x.agent ? agentLink(x.agent) : "(unknown)",
+            ` · ${isoTime(x.t)} · ${x.id || ""}`))));
+}
+
+function clusterTable(ev) {
+  const head = `near-duplicate clusters (word-set Jaccard ≥ ${fmt(ev.cluster_jaccard)}` +
+    (ev.near_duplicate_share === null || ev.near_duplicate_share === undefined ? ")"
+      : `; ${fmt(100 * ev.near_duplicate_share)} % of the texts kept are in one)`);
+  return [el("h4", {text: head}), el("table", {class: "evidence-table clusters"},
+    el("thead", {}, el("tr", {}, ...["texts", "agents", "from", "to", "text"].map((c) =>
+      el("th", {text: c})))),
+    el("tbody", {}, ...ev.clusters.map((c) => el("tr", {},
+      el("td", {class: "num", text: fmt(c.size)}),
+      el("td", {title: (c.agent_names || []).join(", "), text: fmt(c.agents)}),
+      el("td", {text: isoTime(c.first_t)}), el("td", {text: isoTime(c.last_t)}),
+      el("td", {text: c.text || ""})))))];
+}
+
+function timelineTable(tl) {
+  const rest = tl.truncated ? ` (the first ${tl.entries.length} shown)` : "";
+  const head = `timeline: ${fmt(tl.agents)} agents from ${isoTime(tl.start)}, ` +
+    `${fmt(tl.leaders)} leading, median delay ${fmt(tl.median_delay_s)} s${rest}`;
+  return [el("h4", {text: head}), el("table", {class: "evidence-table timeline"},
+    el("thead", {}, el("tr", {}, ...["", "agent", "first act", "delay s", "acts", "item"].map(
+      (c) => el("th", {text: c})))),
+    el("tbody", {}, ...tl.entries.map((e) => el("tr", {class: e.role, "data-agent": e.agent},
+      el("td", {text: e.role}), el("td", {}, agentLink(e.agent)),
+      el("td", {text: isoTime(e.t)}), el("td", {class: "num", text: fmt(e.delay_s)}),
+      el("td", {class: "num", text: fmt(e.acts)}), el("td", {text: e.id || "–"})))))];
+}
+
+function evidenceView(ev) {
+  const parts = [];
+  if (Array.isArray(ev.exemplars) && ev.exemplars.length) {
+    parts.push(el("h4", {text: "exemplars"}), exemplarList(ev.exemplars));
+  }
+  if (Array.isArray(ev.clusters) && ev.clusters.length) parts.push(...clusterTable(ev));
+  if (ev.timeline && Array.isArray(ev.timeline.entries) && ev.timeline.entries.length) {
+    parts.push(...timelineTable(ev.timeline));
+  }
+  const rest = Object.entries(ev).filter(([k]) => !SHOWN.has(k));
+  if (rest.length) {
+    parts.push(el("h4", {text: "figures"}), el("dl", {},
+      ...rest.flatMap(([k, v]) => [el("dt", {text: k}), el("dd", {}, evidenceValue(v))])));
+  }
+  return parts;
+}
+
 function alertCard(a, focus) {
   const id = incidentId(a);
-  const ev = Object.entries(a.evidence || {});
+  const ev = a.evidence || {};
   const card = el("article", {class: `card sev-${a.severity} state-${a.state}`,
-                              id: `alert-${id}`, "data-incident": id, "data-type": a.type},
+                              id: `alert-${id}`, "data-incident": id, "data-type": a.type,
+                              "data-fingerprint": a.fingerprint},
     el("div", {class: "card-head"},
       el("span", {class: `badge sev-${a.severity}`, text: a.severity}),
       el("span", {class: "badge", text: a.type}),
@@ -292,33 +350,61 @@ function alertCard(a, focus) {
     el("p", {class: "muted", text: `${a.key} · started ${when(a.starts_at)}` +
                                    (a.ends_at ? ` · ended ${when(a.ends_at)}` : "") +
                                    ` · updated ${when(a.updated_at)}`}));
-  if (ev.length) {
-    const details = el("details", {class: "evidence"}, el("summary", {text: "evidence"}),
-      el("dl", {}, ...ev.flatMap(([k, v]) => [el("dt", {text: k}), el("dd", {}, evidenceValue(v))])));
-    if (focus) details.open = true;
+  if (Object.keys(ev).length) {
+    const details = el("details", {class: "evidence", ontoggle: (e) => {
+      if (e.target.open) state.unfolded.add(id); else state.unfolded.delete(id);
+    }}, el("summary", {text: "evidence"}), ...evidenceView(ev));
+    if (focus || state.unfolded.has(id)) details.open = true;  // kept open across refreshes
     card.append(details);
   }
   return card;
 }
 
+/** The incident a link names: `#alert-<fingerprint>:<start>`, or `#alert-<fingerprint>` for
+ * the newest incident of that fingerprint. */
+function linked() {
+  return location.hash.startsWith("#alert-") ? decodeURIComponent(location.hash.slice(7)) : null;
+}
+
+function matches(a, focus) {
+  return focus !== null && (incidentId(a) === focus || a.fingerprint === focus);
+}
+
 async function renderAlerts() {
   const alerts = await getJSON("v1/alerts?limit=60");
-  const focus = location.hash.startsWith("#alert-") ? location.hash.slice(7) : null;
+  const focus = linked();
   const open = alerts.filter((a) => a.state !== "resolved");
   const recent = alerts.filter((a) => a.state === "resolved").slice(0, 20);
+  // the linked incident: the newest listed that matches, else asked for by its id
+  let target = [...open, ...recent].find((a) => matches(a, focus)) || null;
+  let away = null;
+  if (focus !== null && target === null) {
+    away = focus.includes(":")
+      ? await fetch(`v1/alerts/${encodeURIComponent(focus)}`, {cache: "no-store"})
+        .then((r) => (r.ok ? r.json() : null))
+      : (await getJSON(`v1/alerts?fingerprint=${encodeURIComponent(focus)}&limit=1`))[0] || null;
+    target = away;
+  }
   $("#alerts-count").textContent = open.length ? `${open.length} open` : "";
   const fill = (box, list, none) => box.replaceChildren(...(list.length
-    ? list.map((a) => alertCard(a, incidentId(a) === focus))
+    ? list.map((a) => alertCard(a, a === target))
     : [el("p", {class: "muted", text: none})]));
+  $("#alerts-linked").replaceChildren(...(away ? [alertCard(away, true)]
+    : focus !== null && target === null ? [el("p", {class: "muted",
+                                                    text: `no incident ${focus}`})] : []));
+  $("#alerts-linked-box").hidden = !away && !(focus !== null && target === null);
   fill($("#alerts-open"), open, "none open");
   fill($("#alerts-recent"), recent, "none resolved yet");
-  if (focus && !state.focused) {
-    const card = document.getElementById(`alert-${focus}`);
+  if (target && state.focused !== focus) {
+    const card = document.querySelector(`[data-incident="${CSS.escape(incidentId(target))}"]`);
     if (card) {
       card.classList.add("focus");
       card.scrollIntoView({block: "center"});
-      state.focused = true;
+      state.focused = focus;
     }
+  } else if (target) {
+    document.querySelector(`[data-incident="${CSS.escape(incidentId(target))}"]`)
+      ?.classList.add("focus");
   }
 }
 
@@ -446,6 +532,9 @@ async function refresh() {
 $("#agent-form").addEventListener("submit", (e) => {
   e.preventDefault();
   lookUp($("#agent-name").value);
+});
+window.addEventListener("hashchange", () => {
+  if (location.hash.startsWith("#alert-")) refresh();
 });
 window.addEventListener("resize", () => {
   for (const [id, c] of state.charts) {
