@@ -127,6 +127,8 @@ class IndividualSettings(BaseModel):
                                + ", ".join(ENGINES))
     expire_step_s: float = Field(EXPIRE_STEP_S, gt=0, description="Event-time seconds between "
                                  "two expiries of the per-agent state")
+    expire: bool = Field(True, description="Expire the per-agent state (windows, idle agents); "
+                         "a replay report never does: it covers the whole archive")
 
 
 class ProbeSettings(BaseModel):
@@ -222,7 +224,8 @@ class Settings(BaseSettings):
 
     def agent_stage(self) -> AgentStageConfig:
         i = self.individuals
-        return AgentStageConfig(engines=tuple(i.engines), expire_step_s=i.expire_step_s)
+        return AgentStageConfig(engines=tuple(i.engines), expire_step_s=i.expire_step_s,
+                                expire=i.expire)
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}-{name}"

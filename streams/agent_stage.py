@@ -64,6 +64,10 @@ ENGINES: dict[str, Callable[..., Any]] = {
     "action": ActionEngine,
 }
 
+#: The plane of each engine's figures: what an agent says (content) or does (action).
+PLANES: dict[str, str] = {"drift": "content", "feedback": "content", "impact": "content",
+                          "action": "action"}
+
 #: Event-time seconds between two expiries of the per-agent state (live and replay alike).
 EXPIRE_STEP_S = 3600.0
 
@@ -72,11 +76,13 @@ EXPIRE_STEP_S = 3600.0
 class AgentStageConfig:
     """engines: which per-agent engines run (names of :data:`ENGINES`); configs: an engine's
     config object by name (missing: its defaults); expire_step_s: the grid of event time the
-    state expires on."""
+    state expires on; expire: False keeps every act (a finished archive's report covers the
+    whole archive, not its last window; memory is then bounded only per agent)."""
 
     engines: tuple[str, ...] = tuple(ENGINES)
     configs: tuple[tuple[str, Any], ...] = ()
     expire_step_s: float = EXPIRE_STEP_S
+    expire: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +131,20 @@ def agent_partition(agent: str, partitions: int) -> int:
     return zlib.crc32(agent.encode()) % partitions
 
 
+def planes(profile: dict[str, Any] | None) -> dict[str, dict[str, Any]] | None:
+    """A stage profile (engine -> figures) as ``content_plane`` and ``action_plane``.
+
+    >>> planes({"drift": {"drift": 0.2}, "action": {"gap_cv": 1.0}})
+    {'content_plane': {'drift': {'drift': 0.2}}, 'action_plane': {'action': {'gap_cv': 1.0}}}
+    """
+    if profile is None:
+        return None
+    out: dict[str, dict[str, Any]] = {"content_plane": {}, "action_plane": {}}
+    for engine, figures in profile.items():
+        out[f"{PLANES.get(engine, 'content')}_plane"][engine] = figures
+    return out
+
+
 def current_supernodes(pipeline: Pipeline) -> list[str]:
     """The society's super-nodes now: the agents of the pipeline's current super-node streak
     (the PageRank largest-gap cut of the latest window)."""
@@ -171,7 +191,9 @@ class AgentStage:
 
     def expire(self, now: float) -> bool:
         """Expire the state at ``now`` floored to the ``expire_step_s`` grid, once a grid
-        point: True if it expired."""
+        point (never if the config says so): True if it expired."""
+        if not self.config.expire:
+            return False
         step = self.config.expire_step_s
         at = math.floor(now / step) * step
         if self.expired_at is not None and at <= self.expired_at:
