@@ -8,7 +8,7 @@ the table build and lifelines fit times of both models over the real-text stream
 and the fit time of each model at the row cap (tables drawn from a planted hazard ratio).
 
     .venv/bin/python bench/bench_published.py                  # about 1-2 minutes on 2 cores
-    .venv/bin/python bench/bench_published.py --events 30000 --rows 5000     # quick
+    .venv/bin/python bench/bench_published.py --events 30000 --rows 2000     # quick
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def hazard_on_stream(items: list[Item]) -> None:
     for it in items:
         cas.update(it)
     for model in ("published", "time_varying"):
-        hz = HazardEngine(cas, HazardConfig(model=model, every=None))
+        hz = HazardEngine(HazardConfig(model=model, every=None), cas)
         for it in items[-1:]:
             hz.update(it)
         t = time.perf_counter()
@@ -90,20 +90,26 @@ def hazard_on_stream(items: list[Item]) -> None:
               f"{figure}")
 
 
-def fit_times(rows: int) -> None:
+def fit_times(rows: int | None) -> None:
+    """Each model's fit at its row cap (or ``rows``), on a table drawn with HR 0.53: the
+    published one subject a row; the time-varying one two episodes a subject (k, then k+1)."""
     rng = np.random.default_rng(0)
-    x = rng.integers(0, 6, rows)
-    dur = rng.exponential(1 / (0.2 * 0.53 ** x))
-    pub = pd.DataFrame({"duration": dur, "event": 1, "exposure": x})
-    half = rows // 2  # time-varying: rows/2 subjects of two episodes (exposure k, then k+1)
-    k = rng.integers(1, 6, half)
-    cut = rng.exponential(1 / (0.2 * 0.53 ** k))
-    after = cut + rng.exponential(1 / (0.2 * 0.53 ** (k + 1)))
-    tv = pd.DataFrame({"id": np.r_[np.arange(half), np.arange(half)],
-                       "start": np.r_[np.zeros(half), cut], "stop": np.r_[cut, after],
-                       "event": np.r_[np.zeros(half, int), np.ones(half, int)],
-                       "exposure": np.r_[k, k + 1]})
-    for model, table in (("published", pub), ("time_varying", tv)):
+    for model in ("published", "time_varying"):
+        n = rows or HazardConfig(model=model).row_cap  # type: ignore[arg-type]
+        if model == "published":
+            x = rng.integers(0, 6, n)
+            table = pd.DataFrame({"duration": rng.exponential(1 / (0.2 * 0.53 ** x)),
+                                  "event": 1, "exposure": x})
+        else:
+            half = n // 2
+            k = rng.integers(1, 6, half)
+            cut = rng.exponential(1 / (0.2 * 0.53 ** k))
+            after = cut + rng.exponential(1 / (0.2 * 0.53 ** (k + 1)))
+            table = pd.DataFrame({"id": np.r_[np.arange(half), np.arange(half)],
+                                  "start": np.r_[np.zeros(half), cut],
+                                  "stop": np.r_[cut, after],
+                                  "event": np.r_[np.zeros(half, int), np.ones(half, int)],
+                                  "exposure": np.r_[k, k + 1]})
         t = time.perf_counter()
         fit = cox_fit(table, model)  # type: ignore[arg-type]
         took = time.perf_counter() - t
@@ -115,7 +121,8 @@ def fit_times(rows: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--events", type=int, default=100_000)
-    ap.add_argument("--rows", type=int, default=HazardConfig().max_rows)
+    ap.add_argument("--rows", type=int, default=None,
+                    help="rows of the timed fits (default: each model's cap)")
     args = ap.parse_args()
     scale = scale_for(args.events)
     real = [Item.of(e) for e in stream(args.events, seed=1, scale=scale)]

@@ -34,9 +34,15 @@ contribution (its UTC day: of its earliest event; cooperation; successful) is ke
 sums, moved when it changes, so ``snapshot`` costs O(days + live cooperation threads), not
 O(threads). A thread is live for ``horizon`` (7 days) after its first event (event time,
 judged at :meth:`CooperationEngine.expire`); then it is frozen: its contribution stays in the
-sums, the record is dropped, and later comments count in ``cooperation_late_events_total``.
-Memory: ~350 bytes per live thread plus ~60 per distinct participant, the per-day sums, and
-the ``shown`` most recent cooperation threads as small dicts.
+sums and the record is dropped. Its id is remembered for another ``horizon``; events of a
+frozen thread, and events at or before ``now - horizon`` of a thread not live (``now``: the
+last expire), count in ``cooperation_late_events_total`` and nowhere else (a comment on a post
+more than twice the horizon old, arriving on time, starts a new thread record: it counts as a
+thread of its own day). Memory (measured, bench/bench_published.py): ~650 bytes per live
+thread (participants included), ~100 per remembered frozen id, 3 integers a day for the last
+``days_kept`` days (older days fold into the totals), and the ``shown`` most recent
+cooperation threads as small dicts: after ``expire`` it depends on the last two horizons of
+threads, not on the length of the stream.
 
 >>> from datetime import datetime, timedelta, timezone
 >>> from streams.events import CommentEvent, PostEvent
@@ -60,6 +66,7 @@ from __future__ import annotations
 
 import heapq
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -176,8 +183,11 @@ class CooperationEngine:
         self._horizon = cfg.horizon.total_seconds()
         self._live: dict[str, _Thread] = {}
         self._due: list[tuple[float, str]] = []  # (first event + horizon, post id)
-        self._done: dict[str, None] = {}  # recently frozen ids (oldest first)
+        self._done: dict[str, None] = {}  # frozen ids still remembered
+        self._forget: deque[tuple[float, str]] = deque()  # (first event + 2 horizons, id)
         self._by_day: dict[int, list[int]] = {}  # day: [threads, cooperation, successful]
+        self._folded = [0, 0, 0]  # the same sums over the days no longer kept
+        self._now: float | None = None  # the last expire
         self._cooperating: set[str] = set()  # live cooperation threads
         self._frozen_shown: list[tuple[float, str, dict[str, Any]]] = []  # min-heap by start
         self.threads_total = 0
@@ -216,6 +226,9 @@ class CooperationEngine:
             self.late_total += 1
             return
         th = self._live.get(pid)
+        if th is None and self._now is not None and t <= self._now - self._horizon:
+            self.late_total += 1  # its thread would be frozen already
+            return
         if th is None:
             th = self._live[pid] = _Thread(t, t)
             heapq.heappush(self._due, (t + self._horizon, pid))
@@ -264,11 +277,13 @@ class CooperationEngine:
 
     def expire(self, now: float) -> None:
         """Freeze the threads whose horizon passed: their contribution stays in the sums."""
+        self._now = now
         shown = self.config.shown
         while self._due and self._due[0][0] <= now:
-            _, pid = heapq.heappop(self._due)
+            due, pid = heapq.heappop(self._due)
             th = self._live.pop(pid)
             self._done[pid] = None
+            self._forget.append((due + self._horizon, pid))
             if pid in self._cooperating:
                 self._cooperating.discard(pid)
                 entry = (th.first, pid, self._record(pid, th))
@@ -276,11 +291,13 @@ class CooperationEngine:
                     heapq.heappush(self._frozen_shown, entry)
                 elif shown:
                     heapq.heappushpop(self._frozen_shown, entry)
-        # only recently frozen threads still draw events: keep ids twice the live ones
-        keep = 2 * max(len(self._live), 1024)
-        if len(self._done) > 2 * keep:
-            for pid in list(self._done)[:len(self._done) - keep]:
-                del self._done[pid]
+        while self._forget and self._forget[0][0] <= now:
+            del self._done[self._forget.popleft()[1]]
+        # live threads start after now - horizon: days before the kept ones fold into totals
+        oldest = int((now - self._horizon) // 86400) - self.config.days_kept
+        for day in [d for d in self._by_day if d < oldest]:
+            for i, v in enumerate(self._by_day.pop(day)):
+                self._folded[i] += v
 
     def thread(self, post_id: str) -> dict[str, Any] | None:
         """One live thread's figures (None once frozen or never seen)."""
@@ -292,8 +309,8 @@ class CooperationEngine:
         return len(self._live)
 
     def snapshot(self) -> Snapshot:
-        coop = sum(r[1] for r in self._by_day.values())
-        good = sum(r[2] for r in self._by_day.values())
+        coop = self._folded[1] + sum(r[1] for r in self._by_day.values())
+        good = self._folded[2] + sum(r[2] for r in self._by_day.values())
         samples = [
             Sample("cooperation_threads", float(coop),
                    help="Technical threads with >= 3 agents, >= 5 comments, >= 30 min"),

@@ -220,8 +220,9 @@ def test_keywords_configurable() -> None:
 
 def test_horizon_freezes_threads() -> None:
     """Fed in time order with expire before each event: a thread's events at or past its
-    first event + horizon are late, the rest count; frozen threads stay in the figures."""
-    horizon = timedelta(minutes=50)
+    first event + horizon are late, the rest count; frozen threads stay in the figures. (The
+    synthetic threads last at most 2 h: within the 2 horizons their ids are remembered.)"""
+    horizon = timedelta(minutes=65)
     threads = synthetic(7)
     events = sorted(events_of(threads), key=lambda e: (e.event_time, e.id))
     eng = CooperationEngine(CooperationConfig(horizon=horizon, shown=5))
@@ -249,6 +250,12 @@ def test_horizon_freezes_threads() -> None:
     eng.expire(events[-1].event_time.timestamp() + horizon.total_seconds())
     assert len(eng) == 0
     check(eng, ref)  # every thread frozen: the same figures, the list from the frozen ones
+    eng.expire(events[-1].event_time.timestamp() + 500 * 86400.0)
+    snap = eng.snapshot()
+    assert snap.details["cooperation_daily"] == {}  # days past days_kept fold into totals
+    assert snap.value("cooperation_threads") == len(ref)
+    assert snap.value("cooperation_successful_threads") == sum(
+        r["successful"] for r in ref.values())
 
 
 def test_solution_score_parts() -> None:
@@ -257,3 +264,31 @@ def test_solution_score_parts() -> None:
             assert solution_score(text) == plain_score(text)
     assert solution_score("") is None
     assert balanced("x") and not balanced("[[") and not balanced("([)]")
+
+
+def test_frozen_ids_forgotten_after_a_second_horizon() -> None:
+    """Memory bound: a frozen thread's id is kept until its first event + 2 horizons; an
+    event at or before now - horizon of a thread not live is late; a later on-time comment
+    of a forgotten thread starts a new record (a thread of its own)."""
+    hour = timedelta(hours=1)
+    eng = CooperationEngine(CooperationConfig(horizon=hour))
+
+    def comment(i: int, at: datetime) -> Item:
+        return Item.of(CommentEvent(id=f"comment:{i}", event_time=at, observed_at=at,
+                                    comment_id=str(i), post_id="p", author="a", content="x"))
+
+    eng.update(Item.of(PostEvent(id="post:p", event_time=T0, observed_at=T0, post_id="p",
+                                 author="a", title="help")))
+    eng.expire((T0 + 1.5 * hour).timestamp())  # frozen, id remembered
+    eng.update(comment(1, T0 + 1.5 * hour))
+    assert (len(eng), eng.late_total) == (0, 1)
+    eng.expire((T0 + 2 * hour).timestamp())  # forgotten
+    assert eng._done == {}
+    eng.update(comment(2, T0 + hour))  # older than now - horizon: late
+    assert (len(eng), eng.late_total) == (0, 2)
+    eng.update(comment(3, T0 + 2 * hour))  # on time: a new record
+    assert (len(eng), eng.threads_total) == (1, 2)
+    eng.expire((T0 + 500 * 24 * hour).timestamp())
+    snap = eng.snapshot()
+    assert len(snap.details["cooperation_daily"]) == 0  # folded past days_kept
+    assert snap.value("cooperation_threads_seen_total") == 2
