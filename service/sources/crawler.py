@@ -22,6 +22,22 @@ turn whenever more than one is due:
   the AgentEvent built from the payload's author object is kept as a fallback (emitted on
   404, or when the profile fails after all retries); SubmoltEvents are emitted once per name.
   Profiles' recent posts are not emitted: discovery finds posts, within the horizon.
+- **comment backfill**: a post whose ``comment_count`` (latest seen, from lists and detail
+  answers) exceeds the comments received has a *deficit* (detail answers cap or omit the
+  tree). The post with the largest deficit is asked ``GET /posts/{id}/comments?sort=&limit=``
+  (``comments_limit``, the API's 500): its pages (``next_cursor``) in one order, then the
+  next of ``backfill_sorts`` (each order is capped), until the deficit is gone, an answer is
+  empty or the orders run out; then not again until its count grows. At most
+  ``backfill_share`` of the pace (a backfill request waits ``60 / (requests_per_minute *
+  backfill_share)`` s after the previous one), inside the budget: every request still takes
+  the bucket's token. Progress: ``moltscope_crawler_comment_deficit``,
+  ``..._posts_with_deficit``, ``..._backfill_pending_posts``, ``..._backfill_requests_total``,
+  ``..._backfill_comments_total``.
+- **platform totals**: ``GET /stats`` every ``stats_interval_s`` (agents, submolts, posts,
+  comments: ``moltscope_crawler_platform_count{kind}``); the capture ratio
+  ``moltscope_crawler_capture_ratio{kind=posts|comments}`` = posts (comments) created since
+  the first answer of this process that the crawler emitted, over the totals' growth since
+  then (in memory: a restart starts a new base).
 - **probe posts** (docs/probes.md): ``probe_ids()`` (e.g. ``ProbeStore.post_ids``, the Redis
   set ``{prefix}:probes:post_ids``) is read at start and at the start of every discovery
   walk; a probe post not in the revisit queue joins it (created = now until its detail
@@ -31,13 +47,13 @@ turn whenever more than one is due:
   queued again by this process (after a restart, once more: one fetch finds it too old).
 
 State kept (and checkpointed, see :mod:`service.stores.checkpoint`): per post in the revisit
-queue its creation time, next visit, last (upvotes, downvotes), and the id and last counts of
-every comment seen, plus fingerprints of the dead letters it produced, so memory grows with
-the posts created within ``horizon_s`` (probe posts: ``probe_horizon_s``) and their comments,
-and drops as they age out; the ids of probe posts (bounded by the probe bank, ~100); the
-set of agent/submolt names already emitted (bounded by the platform's agents and submolts);
-the discovery walk's position. Dead letters of list pages are remembered only in memory
-(last 10,000), so a restart may repeat one.
+queue its creation time, next visit, last (upvotes, downvotes), author, comment_count and
+backfill position, and the id and last counts of every comment seen, plus fingerprints of the
+dead letters it produced, so memory grows with the posts created within ``horizon_s`` (probe
+posts: ``probe_horizon_s``) and their comments, and drops as they age out; the ids of probe
+posts (bounded by the probe bank, ~100); the set of agent/submolt names already emitted
+(bounded by the platform's agents and submolts); the discovery walk's position. Dead letters
+of list pages are remembered only in memory (last 10,000), so a restart may repeat one.
 
 Delivery is at-least-once: each unit of work (one page, one visit, one profile) is checkpointed
 only after all its items were handed out, so a crash repeats at most the unit in flight, with
@@ -111,16 +127,27 @@ class _Post:
     votes: tuple[int, int] | None = None
     comments: dict[str, tuple[int, int]] = field(default_factory=dict)
     dead: list[str] = field(default_factory=list)
+    author: str | None = None
+    count: int = 0  # the platform's comment_count, latest seen
+    backfill: list[Any] | None = None  # [sort index, cursor] of a backfill under way
+    backfilled: int = -1  # the count at which the last backfill ran out of comments
+
+    @property
+    def deficit(self) -> int:
+        return 0 if self.gone else max(0, self.count - len(self.comments))
 
     def to_json(self) -> dict[str, Any]:
         return {"c": self.created, "n": self.next_visit, "e": self.emitted, "g": self.gone,
-                "v": self.votes, "cm": self.comments, "d": self.dead}
+                "v": self.votes, "cm": self.comments, "d": self.dead, "a": self.author,
+                "cc": self.count, "bf": self.backfill, "bd": self.backfilled}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> _Post:
         return cls(created=d["c"], next_visit=d["n"], emitted=d["e"], gone=d["g"],
                    votes=tuple(d["v"]) if d["v"] else None,
-                   comments={k: (v[0], v[1]) for k, v in d["cm"].items()}, dead=d["d"])
+                   comments={k: (v[0], v[1]) for k, v in d["cm"].items()}, dead=d["d"],
+                   author=d.get("a"), count=d.get("cc", 0), backfill=d.get("bf"),
+                   backfilled=d.get("bd", -1))
 
 
 @dataclass
@@ -162,6 +189,22 @@ class _Metrics:
         self.lag = Histogram(p + "event_lag_seconds", "observed_at - event_time of new posts "
                              "and comments", buckets=LAG_BUCKETS, registry=registry)
         self.discovered = Counter(p + "posts_discovered", "New posts found", registry=registry)
+        self.deficit = Gauge(p + "comment_deficit", "Comments the platform counts on queued "
+                             "posts (comment_count) that the crawler has not received",
+                             registry=registry)
+        self.deficit_posts = Gauge(p + "posts_with_deficit", "Queued posts whose comment_count "
+                                   "exceeds the comments received", registry=registry)
+        self.backfill_pending = Gauge(p + "backfill_pending_posts", "Posts with a deficit the "
+                                      "backfill has not yet gone through", registry=registry)
+        self.backfill_requests = Counter(p + "backfill_requests", "Comment backfill requests "
+                                         "(GET /posts/{id}/comments)", registry=registry)
+        self.backfill_comments = Counter(p + "backfill_comments", "New comments the backfill "
+                                         "found", registry=registry)
+        self.platform = Gauge(p + "platform_count", "The platform's totals (GET /stats)",
+                              ["kind"], registry=registry)
+        self.capture = Gauge(p + "capture_ratio", "Items created on the platform since the "
+                             "first GET /stats answer that the crawler emitted, over the "
+                             "platform's growth since then", ["kind"], registry=registry)
 
 
 def _fingerprint(d: DeadLetter) -> str:
@@ -228,6 +271,11 @@ class MoltbookCrawler:
         self._probe_ids = probe_ids
         self._probe_horizon_s = max(probe_horizon_s, settings.horizon_s)
         self._probes: set[str] = set()  # probe posts ever queued by this process
+        self._deficits: dict[str, int] = {}  # queued post -> comment deficit > 0
+        self._backfill_next = 0.0  # no backfill request before (clock time)
+        self._next_stats = 0.0
+        self._base: tuple[float, dict[str, int]] | None = None  # first /stats: (time, totals)
+        self._since = {"posts": 0, "comments": 0}  # emitted, created after the base time
 
     # ------------------------------------------------------------------ public
 
@@ -249,8 +297,10 @@ class MoltbookCrawler:
         start = _Unit()
         self._queue_probes(start)
         self._commit(start)
-        kinds: tuple[Callable[[], _Unit], ...] = (self._discover, self._revisit, self._profile)
-        ready_checks = (self._discovery_due, self._revisit_due, self._profile_due)
+        kinds: tuple[Callable[[], _Unit], ...] = (self._discover, self._revisit, self._profile,
+                                                  self._backfill, self._stats)
+        ready_checks = (self._discovery_due, self._revisit_due, self._profile_due,
+                        self._backfill_due, self._stats_due)
         try:
             while not self._stop.is_set():
                 now = self._clock()
@@ -284,10 +334,31 @@ class MoltbookCrawler:
         heapq.heapify(self._heap)
         self._seen = cp.seen
         self._pending = dict(sorted(cp.pending.items()))
-        self.metrics.queue.set(len(self._posts))
+        for pid in self._posts:
+            self._account(pid)
+        self._gauges()
+
+    def _gauges(self) -> None:
+        m = self.metrics
+        m.queue.set(len(self._posts))
+        m.deficit.set(sum(self._deficits.values()))
+        m.deficit_posts.set(len(self._deficits))
+        m.backfill_pending.set(sum(self._posts[p].backfilled < self._posts[p].count
+                                   for p in self._deficits))
+
+    def _account(self, pid: str) -> None:
+        """Keep the post's comment deficit (comment_count over comments received) current."""
+        post = self._posts.get(pid)
+        deficit = post.deficit if post is not None else 0
+        if deficit > 0:
+            self._deficits[pid] = deficit
+        else:
+            self._deficits.pop(pid, None)
 
     def _commit(self, unit: _Unit) -> None:
-        self.metrics.queue.set(len(self._posts))
+        for pid in unit.put | unit.drop:
+            self._account(pid)
+        self._gauges()
         if self._store is None:
             return
         self._store.commit(
@@ -341,6 +412,10 @@ class MoltbookCrawler:
         due = [self._disc.get("next_walk_at", now)]
         if self._heap:
             due.append(self._heap[0][0])
+        if self.opts.backfill_share > 0 and self._backfill_pick() is not None:
+            due.append(self._backfill_next)
+        if self.opts.stats_interval_s > 0:
+            due.append(self._next_stats)
         self._sleep(min(max(0.0, min(due) - now), self.opts.discovery_interval_s))
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> _Answer:
@@ -399,6 +474,8 @@ class MoltbookCrawler:
     def _emit_new(self, unit: _Unit, ev: PostEvent | CommentEvent) -> None:
         unit.items.append(ev)
         self.metrics.lag.observe(max(0.0, (ev.observed_at - ev.event_time).total_seconds()))
+        if self._base is not None and ev.event_time.timestamp() >= self._base[0]:
+            self._since["posts" if isinstance(ev, PostEvent) else "comments"] += 1
 
     def _entity(self, unit: _Unit, ev: AgentEvent | SubmoltEvent) -> None:
         """Emit an agent/submolt once; agents wait for their profile when profiles are on."""
@@ -489,6 +566,7 @@ class MoltbookCrawler:
                 if isinstance(item, PostEvent):
                     self._emit_new(unit, item)
                     post.emitted, post.votes = True, (item.upvotes, item.downvotes)
+                    post.author, post.count = item.author, item.comment_count
                 elif isinstance(item, AgentEvent | SubmoltEvent):
                     self._entity(unit, item)
                 # a dead-lettered list item is retried from its detail answer
@@ -539,8 +617,13 @@ class MoltbookCrawler:
         if not post.emitted or post.gone:
             return
         for item in normalise_posts_list({"posts": [raw]}, origin=origin, observed_at=obs):
-            if isinstance(item, PostEvent) and (item.upvotes, item.downvotes) != post.votes:
+            if not isinstance(item, PostEvent):
+                continue
+            if (item.upvotes, item.downvotes) != post.votes:
                 post.votes = self._vote(unit, "post", pid, pid, post.votes, item)
+                unit.put.add(pid)
+            if item.comment_count != post.count:
+                post.count = item.comment_count
                 unit.put.add(pid)
 
     # ------------------------------------------------------------------ revisits
@@ -585,6 +668,8 @@ class MoltbookCrawler:
             items = []
         for item in items:
             if isinstance(item, PostEvent):
+                post.count = item.comment_count
+                post.author = post.author or item.author
                 if not post.emitted:
                     self._emit_new(unit, item)
                     post.emitted, post.votes = True, (item.upvotes, item.downvotes)
@@ -595,13 +680,8 @@ class MoltbookCrawler:
                     post.votes = self._vote(unit, "post", pid, pid, before, item)
                     activity += post.votes != before
             elif isinstance(item, CommentEvent):
-                before = post.comments.get(item.comment_id)
-                if before is None:
-                    self._emit_new(unit, item)
-                    activity += item.event_time.timestamp() >= recent
-                post.comments[item.comment_id] = self._vote(
-                    unit, "comment", item.comment_id, pid, before, item)
-                activity += before is not None and post.comments[item.comment_id] != before
+                new, changed = self._comment(unit, pid, post, item)
+                activity += (new and item.event_time.timestamp() >= recent) + changed
             elif isinstance(item, AgentEvent | SubmoltEvent):
                 self._entity(unit, item)
             elif isinstance(item, DeadLetter) and (fp := _fingerprint(item)) not in post.dead:
@@ -609,6 +689,108 @@ class MoltbookCrawler:
                 unit.items.append(item)
         self._schedule(pid, post, now + max(o.revisit_min_s, interval / (1 + activity)))
         return unit
+
+    def _comment(self, unit: _Unit, pid: str, post: _Post, item: CommentEvent,
+                 ) -> tuple[bool, bool]:
+        """A comment of a visit or a backfill: emitted if new, a vote event if its counts
+        moved; (new, counts changed)."""
+        before = post.comments.get(item.comment_id)
+        if before is None:
+            self._emit_new(unit, item)
+        post.comments[item.comment_id] = self._vote(
+            unit, "comment", item.comment_id, pid, before, item)
+        return before is None, before is not None and post.comments[item.comment_id] != before
+
+    # ------------------------------------------------------------------ comment backfill
+
+    def _backfill_pick(self) -> str | None:
+        """The queued post with the largest comment deficit the backfill has not yet gone
+        through at its current comment_count."""
+        best: tuple[int, str] | None = None
+        for pid, deficit in self._deficits.items():
+            post = self._posts[pid]
+            if post.backfilled < post.count and (best is None or (-deficit, pid) < best):
+                best = (-deficit, pid)
+        return None if best is None else best[1]
+
+    def _backfill_due(self, now: float) -> bool:
+        return (self.opts.backfill_share > 0 and now >= self._backfill_next
+                and self._backfill_pick() is not None)
+
+    def _backfill(self) -> _Unit:
+        """One ``GET /posts/{id}/comments`` for the post with the largest deficit: its pages
+        (``next_cursor``) in one sort order, then the next order (each is capped), until the
+        deficit is gone, an answer is empty, or the orders run out; then not again until its
+        comment_count grows. Paced apart from the rest: at most ``backfill_share`` of the
+        request budget, inside it (every request still takes the bucket's token)."""
+        o = self.opts
+        pid = self._backfill_pick()
+        assert pid is not None  # due
+        post = self._posts[pid]
+        unit = _Unit(put={pid})
+        order, cursor = post.backfill or (0, None)
+        params: dict[str, Any] = {"sort": o.backfill_sorts[order], "limit": o.comments_limit}
+        if cursor:
+            params["cursor"] = cursor
+        self.metrics.backfill_requests.inc()
+        ans = self._get(f"/posts/{pid}/comments", params)
+        self._backfill_next = self._clock() + 60.0 / (o.requests_per_minute * o.backfill_share)
+        raw = ans.data.get("comments") if ans.kind == "ok" and ans.data else None
+        if not isinstance(raw, list) or not raw:  # nothing (more) to be had for this count
+            post.backfill, post.backfilled = None, post.count
+            return unit
+        payload = {"post": {"id": pid, "created_at": datetime.fromtimestamp(
+            post.created, UTC).isoformat(), "author": {"name": post.author} if post.author
+            else None}, "comments": raw}
+        found = 0
+        for item in normalise_post_detail(payload, observed_at=self._observed(),
+                                          origin=ans.url):
+            if isinstance(item, CommentEvent):
+                found += self._comment(unit, pid, post, item)[0]
+            elif isinstance(item, AgentEvent):
+                self._entity(unit, item)
+            elif isinstance(item, DeadLetter) and (fp := _fingerprint(item)) not in post.dead:
+                post.dead.append(fp)
+                unit.items.append(item)
+        self.metrics.backfill_comments.inc(found)
+        paging = ans.data or {}
+        nxt = paging.get("next_cursor") if paging.get("has_more", True) else None
+        if post.deficit == 0:
+            post.backfill, post.backfilled = None, post.count
+        elif isinstance(nxt, str) and nxt and nxt != cursor:
+            post.backfill = [order, nxt]
+        elif order + 1 < len(o.backfill_sorts):
+            post.backfill = [order + 1, None]
+        else:
+            post.backfill, post.backfilled = None, post.count
+        return unit
+
+    # ------------------------------------------------------------------ platform totals
+
+    def _stats_due(self, now: float) -> bool:
+        return self.opts.stats_interval_s > 0 and now >= self._next_stats
+
+    def _stats(self) -> _Unit:
+        """``GET /stats``: the platform's totals, and the capture ratio since the first
+        answer (items created since then that the crawler emitted, over the totals' growth)."""
+        ans = self._get("/stats")
+        now = self._clock()
+        self._next_stats = now + self.opts.stats_interval_s
+        data = ans.data if ans.kind == "ok" and ans.data else {}
+        totals = data.get("stats") if isinstance(data.get("stats"), dict) else data
+        got = {k: v for k in ("agents", "submolts", "posts", "comments")
+               if isinstance(v := totals.get(k), int) and not isinstance(v, bool)}
+        for kind, value in got.items():
+            self.metrics.platform.labels(kind=kind).set(value)
+        if not {"posts", "comments"} <= got.keys():
+            return _Unit()
+        if self._base is None:
+            self._base = (now, got)
+            return _Unit()
+        for kind in ("posts", "comments"):
+            if (grown := got[kind] - self._base[1][kind]) > 0:
+                self.metrics.capture.labels(kind=kind).set(self._since[kind] / grown)
+        return _Unit()
 
     # ------------------------------------------------------------------ profiles
 

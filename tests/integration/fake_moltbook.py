@@ -1,7 +1,8 @@
 """A loopback Moltbook API serving the recorded real answers, with production's faults.
 
 Serves ``GET /posts?sort=new`` (offset or cursor paging, or either per walk), ``GET
-/posts/{id}`` and ``GET /agents/profile?name=`` from ``../shared/data/moltbook/api/``. The
+/posts/{id}``, ``GET /posts/{id}/comments?sort=&limit=&cursor=``, ``GET /stats`` and ``GET
+/agents/profile?name=`` from ``../shared/data/moltbook/api/``. The
 platform lives: every request is a tick; posts become visible in creation order
 (``initial`` at first, one more every ``release_every`` ticks, so new posts push offset pages
 down and pages repeat items as in production); a post's recorded comments appear in creation
@@ -11,10 +12,20 @@ profile agents' recent posts are served as posts too, so some authors have a pro
 
 The platform's own 60/min sliding minute (``per_minute``, on real time): a request beyond
 it gets a 429 with ``Retry-After`` and counts as a violation; answers then carry honest
-``X-RateLimit-Remaining`` / ``X-RateLimit-Reset``. ``redate=(oldest_age_s, newest_age_s)``
+``X-RateLimit-Remaining`` / ``X-RateLimit-Reset``.
+
+Coverage as in production: ``detail_cap`` keeps only the first comments (tree pre-order) of
+a ``GET /posts/{id}`` answer while ``comment_count`` still counts them all; the comments
+endpoint answers a flat list (``parent_id`` links) in the asked order (top, new, old,
+controversial), at most ``comments_cap`` an answer, paged by ``next_cursor`` when
+``comment_paging``; ``GET /stats`` counts the visible posts (plus ``unlisted_posts`` no
+listing shows) and their comments. ``redate=(oldest_age_s, newest_age_s)``
 moves the recorded posts (which are months old) to ages spread linearly by creation rank
 between the two, each post's comments shifted with it (clipped to the present), so a crawler
-with its default horizon sees a live platform; ``reveal_ticks=0`` serves every comment and
+with its default horizon sees a live platform; ``fresh`` instead creates each post when it
+first appears (the wall time of the first request that shows it, a microsecond apart in
+release order) with its comments, so the platform's growth after any moment is made of
+posts and comments created after it; ``reveal_ticks=0`` serves every comment and
 count from the post's first appearance.
 
 Faults (seeded): 429 bursts with ``Retry-After`` + ``X-RateLimit-*`` (every request inside
@@ -93,6 +104,20 @@ def _comments_in_order(tree: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out, key=_ts)
 
 
+def with_parents(tree: list[dict[str, Any]], parent: str | None = None,
+                  ) -> list[tuple[dict[str, Any], str | None]]:
+    """Every comment of a tree in pre-order, with its parent's id."""
+    out: list[tuple[dict[str, Any], str | None]] = []
+    for n in tree:
+        out.append((n, parent))
+        out += with_parents(n.get("replies") or [], n["id"])
+    return out
+
+
+def preorder(tree: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [n for n, _ in with_parents(tree)]
+
+
 class LoopbackServer:
     """A threaded HTTP server on 127.0.0.1 that stops itself after ``lifetime_s``; a context
     manager. Subclasses give the handler class."""
@@ -135,6 +160,11 @@ class FakeMoltbook(LoopbackServer):
         lifetime_s: float = 120.0,
         per_minute: float | None = None,
         redate: tuple[float, float] | None = None,
+        detail_cap: int | None = None,
+        comments_cap: int = 500,
+        comment_paging: bool = True,
+        unlisted_posts: int = 0,
+        fresh: bool = False,
     ) -> None:
         assert paging in ("offset", "cursor", "mixed")
         self.paging = paging
@@ -155,6 +185,9 @@ class FakeMoltbook(LoopbackServer):
         self.per_minute = per_minute
         self._window: deque[float] = deque()  # arrivals within the last 60 s
         self.over_limit = 0
+        self.detail_cap, self.comments_cap = detail_cap, comments_cap
+        self.comment_paging, self.unlisted_posts = comment_paging, unlisted_posts
+        self.fresh, self._born = fresh, 0  # posts of ``order`` created so far (fresh)
 
         api = data_dir / "api"
         self.payloads: dict[str, dict[str, Any]] = {}
@@ -174,6 +207,8 @@ class FakeMoltbook(LoopbackServer):
         self.order = sorted(self.payloads, key=lambda pid: (_ts(self.payloads[pid]["post"]), pid))
         if redate is not None:
             self._redate(*redate)
+        if fresh:
+            self.payloads = copy.deepcopy(self.payloads)
         self._appear = {pid: max(0, (i - initial + 1) * release_every)
                         for i, pid in enumerate(self.order)}
         self._comments = {pid: _comments_in_order(p.get("comments") or [])
@@ -196,6 +231,16 @@ class FakeMoltbook(LoopbackServer):
             payload["post"]["created_at"] = iso(new)
             for c in _comments_in_order(payload.get("comments") or []):  # the tree's own dicts
                 c["created_at"] = iso(min(now - 1.0, max(new, _ts(c) + shift)))
+
+    def _birth(self, tick: int) -> None:
+        """``fresh``: posts appearing at ``tick`` are created now, their comments with them."""
+        now = time.time()
+        for i in range(self._born, len(self.visible(tick))):
+            payload = self.payloads[self.order[i]]
+            born = datetime.fromtimestamp(now + i * 1e-6, UTC).isoformat()
+            for node in [payload["post"], *preorder(payload.get("comments") or [])]:
+                node["created_at"] = born
+            self._born = i + 1
 
     # -------------------------------------------------------------- the living platform
 
@@ -221,6 +266,9 @@ class FakeMoltbook(LoopbackServer):
         payload = self.payloads[pid]
         comments = self._comments[pid]
         shown = {c["id"] for c in comments[: math.ceil(f * len(comments))]}
+        if self.detail_cap is not None:  # the first of the tree, in pre-order
+            order = [c["id"] for c in preorder(payload.get("comments") or []) if c["id"] in shown]
+            shown = set(order[: self.detail_cap])
 
         def prune(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return [{**self._scaled(n, f), "replies": prune(n.get("replies") or [])}
@@ -230,6 +278,34 @@ class FakeMoltbook(LoopbackServer):
         if "comments" in payload:
             out["comments"] = prune(payload["comments"])
         return out
+
+    def comments_page(self, pid: str, query: dict[str, str], tick: int) -> dict[str, Any]:
+        """``GET /posts/{id}/comments``: the revealed comments, flat, in the asked order."""
+        f = self._fraction(pid, tick)
+        comments = self._comments[pid]
+        flat = [{**{k: v for k, v in self._scaled(c, f).items() if k != "replies"},
+                 "parent_id": parent} for c, parent in with_parents(
+                     self.payloads[pid].get("comments") or [])
+                if c["id"] in {x["id"] for x in comments[: math.ceil(f * len(comments))]}]
+        key = {"top": lambda c: (-c.get("upvotes", 0), c["created_at"], c["id"]),
+               "controversial": lambda c: (-c.get("downvotes", 0), c["created_at"], c["id"]),
+               "old": lambda c: (c["created_at"], c["id"])}.get(query.get("sort", "top"))
+        flat.sort(key=key or (lambda c: (c["created_at"], c["id"])),
+                  reverse=key is None)  # new: newest first
+        start = int(query.get("cursor", "0")) if self.comment_paging else 0
+        size = min(int(query.get("limit", "100")), 500, self.comments_cap)
+        page = flat[start:start + size]
+        more = self.comment_paging and start + size < len(flat)
+        return {"success": True, "comments": page, "count": len(page), "has_more": more,
+                "next_cursor": str(start + size) if more else None}
+
+    def stats(self, tick: int) -> dict[str, Any]:
+        vis = self.visible(tick)
+        return {"success": True, "agents": len(self.profiles), "submolts": 1,
+                "posts": len(vis) + self.unlisted_posts,
+                "comments": sum(self._scaled(self.payloads[p]["post"],
+                                             self._fraction(p, tick)).get("comment_count") or 0
+                                for p in vis)}
 
     def list_item(self, pid: str, tick: int) -> dict[str, Any]:
         post = self._scaled(self.payloads[pid]["post"], self._fraction(pid, tick))
@@ -277,6 +353,13 @@ class FakeMoltbook(LoopbackServer):
     def _answer(self, path: str, query: dict[str, str], tick: int) -> tuple[int, Any]:
         if path == "/api/v1/posts":
             return 200, self._page(query, tick)
+        if path == "/api/v1/stats":
+            return 200, self.stats(tick)
+        if path.startswith("/api/v1/posts/") and path.endswith("/comments"):
+            pid = path.split("/")[-2]
+            if pid in self.payloads and self._appear[pid] <= tick:
+                return 200, self.comments_page(pid, query, tick)
+            return 404, {"success": False, "error": "Post not found"}
         if path.startswith("/api/v1/posts/"):
             pid = path.rsplit("/", 1)[1]
             if pid in self.payloads and self._appear[pid] <= tick:
@@ -351,6 +434,8 @@ class FakeMoltbook(LoopbackServer):
                             fake._pause_until, fake._pause_kind = now + f.bare_block_s, "bare"
                     tick = fake.tick
                     fake.tick += 1
+                    if fake.fresh:
+                        fake._birth(tick)
                     if kind == "ok" or kind in ("slow", "trunc", "malformed"):
                         status, obj = fake._answer(split.path, query, tick)
                     entry.fault = "" if kind == "ok" else kind

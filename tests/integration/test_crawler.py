@@ -24,7 +24,7 @@ from service.sources.crawler import MoltbookCrawler
 from service.sources.normalise import normalise_post_detail, parse_time
 from service.stores.checkpoint import CheckpointStore
 from streams.events import AgentEvent, DeadLetter, VoteEvent
-from tests.integration.fake_moltbook import FakeMoltbook, Faults
+from tests.integration.fake_moltbook import FakeMoltbook, Faults, with_parents
 
 pytestmark = pytest.mark.integration
 
@@ -320,7 +320,8 @@ def test_schedule_favours_young_and_busy_posts_and_honours_the_horizon() -> None
                           transport=httpx.MockTransport(handler))
     crawler = MoltbookCrawler(
         CrawlerSettings(base_url="http://moltbook.test/api/v1", requests_per_minute=60,
-                       fetch_profiles=False, discovery_interval_s=600),
+                       fetch_profiles=False, discovery_interval_s=600,
+                       backfill_share=0, stats_interval_s=0),  # the revisits alone
         None, client=client, clock=lambda: now[0], sleep=sleep, registry=registry)
     items = list(crawler.events(stop))
     by_name = {names[p]: n for p, n in visits.items()}
@@ -520,7 +521,8 @@ def test_probe_posts_revisited_at_the_minimum_interval_past_the_horizon() -> Non
                           transport=httpx.MockTransport(handler))
     crawler = MoltbookCrawler(
         CrawlerSettings(base_url="http://moltbook.test/api/v1", requests_per_minute=60,
-                       fetch_profiles=False), None, client=client, clock=lambda: now[0],
+                       fetch_profiles=False, backfill_share=0, stats_interval_s=0),
+        None, client=client, clock=lambda: now[0],
         sleep=sleep, registry=registry, probe_ids=probe_ids)
     items = list(crawler.events(stop))
     assert "plain" not in visits
@@ -652,7 +654,7 @@ def test_default_crawler_backs_off_30_s_on_a_lone_header_less_429_doubling_on_re
     registry = CollectorRegistry()
     crawler = MoltbookCrawler(
         CrawlerSettings(base_url="http://moltbook.test/api/v1", fetch_profiles=False,
-                        discovery_interval_s=1.0), None,
+                        discovery_interval_s=1.0, backfill_share=0, stats_interval_s=0), None,
         client=httpx.Client(base_url="http://moltbook.test/api/v1",
                             transport=httpx.MockTransport(handler)),
         clock=lambda: now[0], sleep=sleep, registry=registry)
@@ -663,3 +665,93 @@ def test_default_crawler_backs_off_30_s_on_a_lone_header_less_429_doubling_on_re
                                   interval], abs=1e-5)
     assert [p for _, p in sent[2:4]] == [sent[2][1]] * 2  # the refused request, repeated
     assert registry.get_sample_value("moltscope_crawler_backoff_seconds_total") == 120
+
+
+SORTS = ("new", "top", "old", "controversial")
+
+
+def _comment_ids(answer: dict[str, Any]) -> set[str]:
+    return {c["id"] for c, _ in with_parents(answer.get("comments") or [])}
+
+
+def test_comment_deficits_backfilled_largest_first_within_the_budget() -> None:
+    """Issue 13 item 3: a planted deficit (post answers carry one comment of their tree, the
+    comments endpoint three a sort order, no paging). The backfill, at most a quarter of the
+    pace, recovers every comment the API serves at all, the largest deficit first; what no
+    order reaches stays as the crawler's deficit, and nothing is asked again."""
+    share = 0.25
+    with FakeMoltbook(initial=1000, reveal_ticks=0, profile_posts=0, detail_cap=1,
+                      comments_cap=3, comment_paging=False) as fake:
+        final = 10**9
+        detail = {p: _comment_ids(fake.detail(p, final)) for p in fake.payloads}
+        served = {p: detail[p].union(*(_comment_ids(fake.comments_page(
+            p, {"sort": s, "limit": "500"}, final)) for s in SORTS)) for p in fake.payloads}
+        counts = {p: fake.payloads[p]["post"].get("comment_count") or 0 for p in fake.payloads}
+        left = {p: counts[p] - len(served[p]) for p in counts if counts[p] > len(served[p])}
+        want = set().union(*served.values())
+        assert len(want - set().union(*detail.values())) > 100 and sum(left.values()) > 100
+        registry = CollectorRegistry()
+        crawler = MoltbookCrawler(options(fake, page_limit=200, backfill_share=share,
+                                          stats_interval_s=0), registry=registry)
+
+        def metric(name: str) -> float | None:
+            return registry.get_sample_value(name)
+
+        def done(items: list[Any]) -> bool:
+            got = {i.comment_id for i in items if getattr(i, "kind", "") == "comment"}
+            return (want <= got and metric("moltscope_crawler_backfill_pending_posts") == 0
+                    and metric("moltscope_crawler_comment_deficit") == sum(left.values()))
+
+        items, crash = crawl(crawler, done)
+        log = list(fake.log)
+    assert crash is None
+    comments = [i.comment_id for i in items if getattr(i, "kind", "") == "comment"]
+    assert sorted(comments) == sorted(want)  # each once
+    assert metric("moltscope_crawler_posts_with_deficit") == len(left)
+    backfills = [x for x in log if x.path.split("?")[0].endswith("/comments")]
+    assert metric("moltscope_crawler_backfill_requests_total") == len(backfills)
+    assert metric("moltscope_crawler_backfill_comments_total") >= len(
+        want - set().union(*detail.values()))
+    # each post with a deficit went through the orders once: at most one request an order
+    per_post = Counter(x.path.split("/")[-2] for x in backfills)
+    assert max(per_post.values()) <= len(SORTS)
+    # the largest deficit first (38 comments counted; the next 28)
+    assert backfills[0].path.split("/")[-2] == max(counts, key=lambda p: (counts[p], p))
+    # paced at most share x the budget: request i+1 leaves after answer i plus the interval
+    gaps = np.diff([x.t for x in backfills])
+    assert gaps.min() >= 60.0 / (RPM * share) * 0.999
+
+
+def test_capture_ratio_against_the_platform_totals() -> None:
+    """GET /stats: the platform's totals as gauges; the capture ratio counts what was created
+    after the first answer. Posts are created as they appear (fresh), their comments with
+    them; once all have appeared and been crawled, the posts' ratio is 1 and the comments'
+    is the share of the counted comments the trees really hold."""
+    with FakeMoltbook(initial=20, release_every=2, reveal_ticks=0, profile_posts=0,
+                      fresh=True) as fake:
+        registry = CollectorRegistry()
+        crawler = MoltbookCrawler(options(fake, stats_interval_s=0.05), registry=registry)
+
+        def ratio(kind: str) -> float | None:
+            return registry.get_sample_value("moltscope_crawler_capture_ratio", {"kind": kind})
+
+        def base_visible() -> int:
+            first = next(i for i, x in enumerate(list(fake.log)) if x.path == "/api/v1/stats")
+            return len(fake.visible(first))
+
+        def expected() -> float:
+            after = fake.order[base_visible():]
+            return (sum(len(fake._comments[p]) for p in after)
+                    / sum(fake.payloads[p]["post"].get("comment_count") or 0 for p in after))
+
+        def done(items: list[Any]) -> bool:
+            return (len(fake.visible(fake.tick)) == len(fake.order)
+                    and ratio("posts") == 1.0 and ratio("comments") == expected())
+
+        items, crash = crawl(crawler, done)
+        stats = fake.stats(fake.tick)
+    assert crash is None
+    assert ratio("posts") == 1.0 and 0.5 < ratio("comments") == expected() < 1.0
+    for kind in ("posts", "comments", "agents"):
+        assert registry.get_sample_value("moltscope_crawler_platform_count",
+                                         {"kind": kind}) == stats[kind]

@@ -5,11 +5,12 @@ The embedded broker and Redis, a worker and the API run as in production; a simu
 repeated head (duplicates) and malformed records (dead letters) go through them, and a
 webhook receiver on loopback is registered, so incidents are delivered. The crawler
 (``moltscope crawl``, its own process) runs against the loopback fake Moltbook and serves its
-metrics on their own port. A real ``prometheus`` binary scrapes both every second and
-evaluates dashboards/prometheus's rules. One probe of each tier is recorded in Redis with a
-reply (the probes row). Then each target of each generated dashboard is
-queried through ``/api/v1/query`` and must be valid and return data. Skipped only when the
-``prometheus`` binary is missing (``scripts/install-system-deps.sh`` installs it).
+metrics on their own port (detail answers capped, so the comment backfill has deficits to
+fill; ``GET /stats`` every second, so the capture ratio moves). A real ``prometheus`` binary
+scrapes both every second and evaluates dashboards/prometheus's rules. One probe of each tier
+is recorded in Redis with a reply (the probes row). Then each target of each generated
+dashboard is queried through ``/api/v1/query`` and must be valid and return data. Skipped
+only when the ``prometheus`` binary is missing (``scripts/install-system-deps.sh`` installs it).
 """
 
 from __future__ import annotations
@@ -112,15 +113,17 @@ class Crawl:
     the worker sees stays the simulated one."""
 
     def __init__(self, settings: Settings, log_dir: Path) -> None:
+        # detail answers carry two comments of each tree: the backfill has deficits to fill
         self.fake = FakeMoltbook(faults=Faults(p_429=0.05, retry_after_s=0.2, p_5xx=0.05),
-                                 lifetime_s=600.0)
+                                 lifetime_s=600.0, detail_cap=2)
         self.port = free_port()
         prefix = f"{settings.topic_prefix}c"
         crawler = CrawlerSettings(
             base_url=self.fake.url, requests_per_minute=600.0, page_limit=20, timeout_s=2.0,
             horizon_s=400 * 86_400.0, discovery_interval_s=1.0, revisit_min_s=0.5,
             revisit_max_s=5.0, backoff_base_s=0.05, backoff_cap_s=0.5, ip_block_backoff_s=0.5,
-            ip_block_backoff_cap_s=1.0, checkpoint_prefix=f"{prefix}:crawler",
+            ip_block_backoff_cap_s=1.0, stats_interval_s=1.0,
+            checkpoint_prefix=f"{prefix}:crawler",
             metrics_port=self.port)
         env = settings_env(settings.model_copy(update={"topic_prefix": prefix,
                                                        "crawler": crawler}))
