@@ -328,7 +328,7 @@ SCENARIO_DEFAULTS: dict[str, tuple[timedelta, timedelta, float]] = {
     "burst": (timedelta(hours=6), timedelta(hours=3), 0.3),
     "drift": (timedelta(hours=1), timedelta(hours=12), 30),
     "collapse": (timedelta(hours=10), timedelta(hours=3), 0.9),
-    "adapt": (timedelta(hours=1), timedelta(hours=12), 100),
+    "adapt": (timedelta(hours=1), timedelta(hours=12), 300),
     "lockstep": (timedelta(hours=2), timedelta(hours=6), 4),
 }
 ADAPT_WINDOW = 10  # posts a feedback window holds (metrics A2)
@@ -359,7 +359,9 @@ class ScenarioSpec(BaseModel):
     surge = number of minting accounts; supernode = distinct repliers aimed for;
     burst = peak share of posts and comments using the phrase; drift = posts by the drifting
     agent; collapse = share of comments and vote changes removed during the window;
-    adapt = posts by the adapting agent; lockstep = agents in the group.
+    adapt = posts by the adapting agent (300 in 12 h: a scripted, prolific poster, whose Net
+    Progress over 29 window pairs clears the shuffle null's band); lockstep = agents in the
+    group.
 
     >>> ScenarioSpec.parse("surge:start=3h,duration=20m,intensity=50").duration
     datetime.timedelta(seconds=1200)

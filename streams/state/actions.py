@@ -30,7 +30,8 @@ the order it arrived in; a repeated act is ignored), and the latest score of the
 most recently scored items. ``expire(now)`` moves a cutoff to ``now - window_s`` (7 days): acts
 before it are ignored when read and when they arrive, swept from memory, and an agent with
 nothing left is dropped. Memory per agent is at most ``max_acts + max_replied`` small tuples
-and ``max_items`` dict entries, ~130 bytes each (bench/bench_planted_agents.py measures it).
+and ``max_items`` dict entries, each ~200 bytes with its id strings (:meth:`nbytes`;
+bench/bench_planted_agents.py measures it on the real-text stream).
 
 Population (``partial`` / ``population``): Prometheus histograms (cumulative ``le`` buckets,
 ``_count``, ``_sum``) of each per-agent figure over the agents that have it, and society sums
@@ -53,6 +54,7 @@ integers and floats, so any split of agents into partitions merges to the same f
 from __future__ import annotations
 
 import math
+import sys
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Iterable
@@ -323,13 +325,13 @@ class ActionEngine:
         return self.population([self.partial()])
 
     def nbytes(self) -> int:
-        """Approximate memory of the per-agent state (bytes; shared strings not counted)."""
-        import sys
-
-        n = sys.getsizeof(self._agents)
-        for a in self._agents.values():
-            n += 56 + sys.getsizeof(a.acts) + sys.getsizeof(a.replied)
-            n += sys.getsizeof(a.items) + len(a.items) * 64
-            n += sum(sys.getsizeof(r) + 24 for r in a.acts)  # tuple + its float
-            n += sum(sys.getsizeof(r) + 24 for r in a.replied)
+        """Memory of the per-agent state in bytes, every string counted as if not shared (as
+        when acts arrive deserialised from a topic); the agent names once each."""
+        size = sys.getsizeof
+        n = size(self._agents)
+        for name, a in self._agents.items():
+            n += size(name) + size(a) + size(a.acts) + size(a.replied) + size(a.items)
+            n += sum(size(r) + 24 + size(r[1]) + size(r[3]) for r in a.acts)  # 24: the float
+            n += sum(size(r) + 24 + size(r[1]) + size(r[2]) for r in a.replied)
+            n += sum(size(k) + size(v) + 24 + 28 for k, v in a.items.items())  # float, int
         return n
