@@ -125,10 +125,10 @@ class AgentProfileStore:
         zkey = f"{self.p}:agents:sort:{key}"
         pipe = self.r.pipeline(transaction=False)
         pipe.zcard(zkey)
-        pipe.execute_command("ZREVRANGE" if descending else "ZRANGE", zkey, offset,
-                             offset + limit - 1, "WITHSCORES")
+        (pipe.zrevrange if descending else pipe.zrange)(zkey, offset, offset + limit - 1,
+                                                         withscores=True)
         total, rows = pipe.execute()
-        names = [a.decode() for a in rows[::2]]
+        names = [a.decode() for a, _ in rows]
         pipe = self.r.pipeline(transaction=False)
         for a in names:
             pipe.hget(f"{self.p}:agents:profiles:{agent_partition(a, self.partitions)}", a)
@@ -136,7 +136,7 @@ class AgentProfileStore:
         return int(total), [
             {"agent": a, "rank": offset + i + 1, "value": float(v),
              "profile": None if prof is None else json.loads(prof)}
-            for i, (a, v, prof) in enumerate(zip(names, rows[1::2], profiles, strict=True))]
+            for i, (a, (_, v), prof) in enumerate(zip(names, rows, profiles, strict=True))]
 
 
 class SocietyStore:

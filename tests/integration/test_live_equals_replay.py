@@ -10,10 +10,16 @@ per tick of event time, so nothing is dropped as late and no surge window is mis
 model is off (``embed=False``): on a shared 2-core machine loading and running it would
 dominate; with it on, the semantic samples carry the float16 transport's bound (1e-3 on a
 cosine, ``streams/messages.py``).
+
+The per-agent stage too: the acts of every event go keyed by agent to the agents partitions,
+whose population partials the reducer merges into the published samples (compared above
+with the rest), and every agent's profile served by ``GET /v1/agents`` (both planes) equals
+the replay's stage's, settled with the same society inputs.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -30,6 +36,7 @@ from service.embedded import ManagedProcess, port_open
 from service.producer import KafkaSink, ensure_topics, publish
 from service.sources.simulate import ScenarioSpec, SimulationConfig, Simulator
 from service.stack import cli_argv, settings_env
+from streams.agent_stage import AgentStage, planes
 from streams.events import DeadLetter, Event
 from streams.pipeline import Pipeline
 from streams.replay import replay
@@ -70,13 +77,20 @@ def test_every_live_sample_and_alert_equals_the_replay(moltbook_data: Path,
     s = stack_settings
     s.partitions, s.embed = partitions, False
     s.idle_after_s = 1e6  # no wall-clock advance: the live state stays at the last event
+    # every act kept (the real posts' last week holds one agent): every agent compared
+    s.individuals.expire = False
     # checkpoints off (a rebuilt reducer replays the society topic), except where the
     # survivor must resume from the killed reducer's checkpoint
     s.checkpoint_interval_s = 1.0 if kill == "reducer-checkpointed" else 0.0
 
     offline = replay(items, Pipeline(s.pipeline()), allowed_lateness_s=s.allowed_lateness_s,
-                     close=False)
+                     close=False, stage=AgentStage(s.agent_stage()))
     want = keyed(offline.snapshot().samples)
+    want_profiles = json.loads(json.dumps(offline.agent_profiles()))
+    want_acts = {a for a, p in want_profiles.items()
+                 if p.get("action", {}).get("posts", 0) + p.get("action", {}).get("comments", 0)}
+    assert want[("agent_acts_total", (("kind", "comment"),))] > 1000
+    assert len(want_acts) > 1000
     want_alerts = incidents(offline.pipeline.detectors.incidents())
     assert {a["type"] for a in want_alerts.values()} >= {"surge", "burst"}
     assert len(want) > 100 and offline.order.late == 0
@@ -132,6 +146,20 @@ def test_every_live_sample_and_alert_equals_the_replay(moltbook_data: Path,
 
         wait_for(agrees, timeout=600, every=2.0)
         took = time.monotonic() - started
+
+        def same_agents() -> tuple[bool, Any]:
+            got = _profiles(api, "acts")
+            wrong = [a for a in want_acts if not _close(got.get(a), planes(want_profiles[a]))]
+            return not wrong and set(got) == want_acts, {
+                "n_differ": len(wrong), "differ": [(a, got.get(a), want_profiles[a])
+                                                   for a in wrong[:3]],
+                "missing": sorted(want_acts - set(got))[:10],
+                "extra": sorted(set(got) - want_acts)[:10]}
+
+        wait_for(same_agents, timeout=60, every=1.0)
+        named = httpx.get(f"{api}/v1/agents/{min(want_acts)}").json()
+        assert named["action_plane"] == planes(want_profiles[min(want_acts)])["action_plane"]
+
         got_alerts = incidents([Alert.model_validate(a) for a in httpx.get(
             f"{api}/v1/alerts", params={"limit": 1000}).json()])
 
@@ -146,6 +174,7 @@ def test_every_live_sample_and_alert_equals_the_replay(moltbook_data: Path,
                            if k in got_alerts and got_alerts[k] != want_alerts[k]]}
 
         wait_for(same_alerts, timeout=30)
+
         assert all(p.alive for i, p in enumerate(procs[:workers]) if i != killed)
         compared = sum(k[0] not in KNOWN for k in want)
         how = f", the {kill} one killed" if kill else ""
@@ -157,6 +186,30 @@ def test_every_live_sample_and_alert_equals_the_replay(moltbook_data: Path,
         for p in reversed(procs):
             p.stop()
 
+
+
+def _close(got: Any, want: Any) -> bool:
+    """Equal, numbers to 1e-9 (the society centroid is summed in another order live)."""
+    if isinstance(want, dict):
+        return isinstance(got, dict) and got.keys() == want.keys() and all(
+            _close(got[k], want[k]) for k in want)
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and all(
+            _close(g, w) for g, w in zip(got, want, strict=True))
+    if isinstance(want, float) and isinstance(got, int | float):
+        return got == pytest.approx(want, rel=1e-9, abs=1e-9)
+    return bool(got == want)
+
+
+def _profiles(api: str, sort: str) -> dict[str, Any]:
+    """Every agent ranked by ``sort``, paged through ``GET /v1/agents``: name -> profile."""
+    out: dict[str, Any] = {}
+    while True:
+        page = httpx.get(f"{api}/v1/agents", params={"sort": sort, "limit": 1000,
+                                                     "offset": len(out)}).json()
+        out.update((row["agent"], row["profile"]) for row in page["agents"])
+        if len(out) >= page["total"] or not page["agents"]:
+            return out
 
 
 def _applied(api: str) -> float:
