@@ -24,12 +24,15 @@ hazard. Both are fitted with lifelines (Efron ties), on cascades' public state o
 
 Both read the graph as it stands at the fit (the paper's static graph: an edge formed after an
 adoption still counts). Cost per fit, bounded: cascades largest first (ties by n-gram), at
-most ``max_cascades``; cascades are added whole while the table stays within ``max_rows``
-rows (the first is always taken), so the sample is deterministic and ``hazard_capped`` says
-when the cap bit. Building the table costs O(rows + the chosen adopters' out-edges); the fit
-O(rows x iterations). Live, :meth:`HazardEngine.expire` fits every ``every`` of event time
-(6 h); a replay fits at :meth:`HazardEngine.fit` (the pipeline's close). State: the last fit's
-figures (a few numbers); the table is dropped after each fit.
+most ``max_cascades``; cascades are added whole while the table stays within the row cap;
+when the largest alone is over it, its subjects are sampled (whole, in a fixed hash order of
+their names, :func:`sample_subjects`) up to the cap. The sample is deterministic and the
+details' ``capped`` says when the cap bit. Building the table costs O(cascades) to list
+them (:meth:`CascadeEngine.sizes` names every one) plus O(the chosen adopters and their
+out-edges); the fit grows faster than linearly with the rows (hence the caps). Live,
+:meth:`HazardEngine.expire` fits every ``every`` of event time (6 h); a replay fits at
+:meth:`HazardEngine.fit` (the pipeline's close). State: the last fit's figures (a few
+numbers); the table is dropped after each fit.
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import CommentEvent, PostEvent
@@ -58,6 +61,7 @@ figures (a few numbers); the table is dropped after each fit.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import math
 import warnings
@@ -151,6 +155,22 @@ def cox_fit(table: pd.DataFrame, model: Model = "published") -> HazardFit | None
                      int(df["event"].sum()), len(df))
 
 
+def sample_subjects(subjects: dict[str, list[tuple]], cap: int) -> list[tuple]:
+    """Whole subjects in the order of a fixed hash of their name (blake2b: the same in every
+    process and run), while their rows fit in ``cap``: a deterministic random sample.
+
+    >>> len(sample_subjects({"a": [(1,), (2,)], "b": [(3,)], "c": [(4,)]}, 2)) <= 2
+    True
+    """
+    out: list[tuple] = []
+    for agent in sorted(subjects, key=lambda a: hashlib.blake2b(a.encode(), digest_size=8)
+                        .digest()):
+        if len(out) + len(subjects[agent]) > cap:
+            break
+        out += subjects[agent]
+    return out
+
+
 class HazardEngine:
     """The Cox fit over a cascade engine's state, at a slow cadence.
 
@@ -208,12 +228,16 @@ class HazardEngine:
         taken = 0
         capped = False
         for gram in self._chosen():
-            more = (self._published_rows(gram, taken) if cfg.model == "published"
-                    else self._varying_rows(gram, taken, now))
-            if taken and len(rows) + len(more) > cfg.row_cap:
+            subjects = (self._published_rows(gram, taken) if cfg.model == "published"
+                        else self._varying_rows(gram, taken, now))
+            size = sum(map(len, subjects.values()))
+            if len(rows) + size > cfg.row_cap:
                 capped = True
+                if not taken:  # the largest cascade alone is over the cap: its subjects
+                    rows += sample_subjects(subjects, cfg.row_cap)  # in a fixed hash order
+                    taken = 1
                 break
-            rows += more
+            rows += [r for agent in sorted(subjects) for r in subjects[agent]]
             taken += 1
         cols = ["cascade", "duration", "event", "exposure"] if cfg.model == "published" else \
             ["cascade", "id", "start", "stop", "event", "exposure"]
@@ -221,15 +245,18 @@ class HazardEngine:
         out.attrs.update(cascades=taken, capped=capped)
         return out
 
-    def _published_rows(self, gram: str, no: int) -> list[tuple]:
+    def _published_rows(self, gram: str, no: int) -> dict[str, list[tuple]]:
+        """Each subject's row: {adopter: [(cascade, duration, event, exposure)]}."""
         times = self.cascades.adopters(gram)
         exposed = self.cascades.exposures(gram)[0]  # adopters in the graph
         seed = min(times.values())
         unit = self.config.time_unit
-        return [(no, (times[a] - seed) / unit, 1, k) for a, k in sorted(exposed.items())
-                if times[a] > seed]
+        return {a: [(no, (times[a] - seed) / unit, 1, k)] for a, k in exposed.items()
+                if times[a] > seed}
 
-    def _varying_rows(self, gram: str, no: int, now: float | None) -> list[tuple]:
+    def _varying_rows(self, gram: str, no: int, now: float | None,
+                      ) -> dict[str, list[tuple]]:
+        """Each subject's episodes: {agent: [(cascade, id, start, stop, event, exposure)]}."""
         times = self.cascades.adopters(gram)
         graph = self.cascades.graph
         hits: dict[str, list[float]] = {}  # exposed agent: its in-neighbours' adoption times
@@ -238,15 +265,16 @@ class HazardEngine:
                 hits.setdefault(dst, []).append(t)
         unit = self.config.time_unit
         end = now if now is not None else max(times.values())
-        rows: list[tuple] = []
-        for agent in sorted(hits):
-            steps = sorted(hits[agent])
+        out: dict[str, list[tuple]] = {}
+        for agent, steps in hits.items():
+            steps.sort()
             own = times.get(agent)
             first = steps[0]
             stop_at = own if own is not None else end
             if stop_at <= first:
                 continue  # adopted at or before its first exposure: never at risk
             sid = f"{no}:{agent}"
+            rows = out[agent] = []
             # exposure k on (s_k, s_k+1]: an adoption at s_k+1 itself saw only the k before
             for k, t in enumerate(steps, 1):
                 nxt = min(steps[k] if k < len(steps) else stop_at, stop_at)
@@ -255,7 +283,7 @@ class HazardEngine:
                                  int(nxt == own), k))
                 if nxt >= stop_at:
                     break
-        return rows
+        return out
 
     # -- the fit ----------------------------------------------------------------------------
     def fit(self, now: float | None = None) -> None:

@@ -9,6 +9,7 @@ import math
 import random
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from hashlib import blake2b
 
 import numpy as np
 import pandas as pd
@@ -72,13 +73,13 @@ def plain_table(events: Sequence[Event], min_adopters: int, model: Model, now: f
     rows: list[tuple] = []
     for no, gram in enumerate(chosen):
         adopted = cascades[gram]
-        more: list[tuple] = []
+        subjects: dict[str, list[tuple]] = {}
         if model == "published":
             seed = min(adopted.values())
             for a, t in adopted.items():
                 if a in graph and t > seed:
                     k = sum(1 for j in preds[a] if j in adopted and adopted[j] < t)
-                    more.append((no, (t - seed) / 3600, 1, k))
+                    subjects[a] = [(no, (t - seed) / 3600, 1, k)]
         else:
             for a in graph:
                 times = sorted(adopted[j] for j in preds[a] if j in adopted)
@@ -89,11 +90,19 @@ def plain_table(events: Sequence[Event], min_adopters: int, model: Model, now: f
                 cuts = sorted({t for t in times if t < end}) + [end]
                 for lo, hi in zip(cuts, cuts[1:], strict=False):
                     k = sum(1 for t in times if t <= lo)
-                    more.append((no, f"{no}:{a}", (lo - times[0]) / 3600,
-                                 (hi - times[0]) / 3600, int(a in adopted and hi == end), k))
-        if rows and len(rows) + len(more) > max_rows:
+                    subjects.setdefault(a, []).append(
+                        (no, f"{no}:{a}", (lo - times[0]) / 3600, (hi - times[0]) / 3600,
+                         int(a in adopted and hi == end), k))
+        size = sum(len(r) for r in subjects.values())
+        if len(rows) + size > max_rows:
+            if not rows:  # the largest alone over the cap: whole subjects, by name hash
+                for a in sorted(subjects, key=lambda a: blake2b(a.encode(),
+                                                                 digest_size=8).digest()):
+                    if len(rows) + len(subjects[a]) > max_rows:
+                        break
+                    rows += subjects[a]
             break
-        rows += more
+        rows += [r for rs in subjects.values() for r in rs]
     cols = ["cascade", "duration", "event", "exposure"] if model == "published" else \
         ["cascade", "id", "start", "stop", "event", "exposure"]
     return pd.DataFrame(rows, columns=cols)
@@ -257,6 +266,21 @@ def test_caps_take_whole_cascades_largest_first() -> None:
     assert_same(hz, table, "time_varying")
     info = hz.snapshot().details["cascade_hazard"]
     assert info["capped"] and info["cascades"] == table["cascade"].nunique() < 6
+
+
+def test_a_cascade_over_the_cap_alone_is_sampled_by_subject() -> None:
+    events, end = contagion(0.53, 9, agents=120, cascades=3)
+    for model in ("published", "time_varying"):
+        full = plain_table(events, 5, model, end)  # type: ignore[arg-type]
+        first = int((full["cascade"] == 0).sum())
+        cap = first // 3
+        _, hz = run(events, 5, HazardConfig(model=model, max_rows=cap))  # type: ignore[arg-type]
+        hz.fit(end)
+        table = plain_table(events, 5, model, end, max_rows=cap)  # type: ignore[arg-type]
+        assert cap - 12 <= len(table) <= cap and set(table["cascade"]) == {0}
+        assert_same(hz, table, model)  # type: ignore[arg-type]
+        info = hz.snapshot().details["cascade_hazard"]
+        assert info["capped"] and info["cascades"] == 1
 
 
 def test_fits_at_a_slow_cadence() -> None:
