@@ -162,8 +162,9 @@ class PowerLawFit:
                 "n_tail": self.n_tail, "ks": self.ks}
 
 
-def _alpha_mle(tail: np.ndarray, xmin: int) -> float:
-    n, log_sum = len(tail), float(np.log(tail).sum())
+def _alpha_mle(n: int, log_sum: float, xmin: int) -> float:
+    """Discrete power-law MLE of alpha for a tail of ``n`` values >= ``xmin`` whose logs sum to
+    ``log_sum``."""
 
     def nll(a: float) -> float:
         return n * math.log(special.zeta(a, xmin)) + a * log_sum
@@ -182,29 +183,34 @@ def fit_discrete_power_law(sizes: Sequence[int] | np.ndarray, xmin: int | None =
     ``alpha`` range is (0, 3)), fits outside ``alpha_range`` are passed over unless no xmin
     gives one inside. ``max_candidates``: above that many distinct values, that many evenly
     spaced among them (the smallest and the largest included). None below two distinct
-    values."""
+    values. Works on the histogram of the data (distinct values and their counts, one pass):
+    a candidate costs O(distinct values), not O(values), so a fit over a million cascades
+    of a few thousand distinct sizes stays in milliseconds."""
     x = np.asarray(sizes, dtype=np.int64)
-    x = np.sort(x[x >= 1])
+    values, counts = np.unique(x[x >= 1], return_counts=True)
     if xmin is not None:
         candidates = [xmin]
     else:
-        distinct = np.unique(x)[:-1]
+        distinct = values[:-1]
         if max_candidates is not None and len(distinct) > max_candidates:
             distinct = distinct[np.unique(np.linspace(0, len(distinct) - 1, max_candidates)
                                           .round().astype(np.int64))]
         candidates = distinct.tolist()
+    # suffix sums: the tail from position i has n_from[i] values whose logs sum to logs_from[i]
+    n_from = np.cumsum(counts[::-1])[::-1]
+    logs_from = np.cumsum((counts * np.log(values))[::-1])[::-1] if len(values) else values
     fits: list[PowerLawFit] = []
     for xm in candidates:
-        tail = x[np.searchsorted(x, xm):]
-        if len(tail) < 2 or tail[0] == tail[-1]:
+        i = int(np.searchsorted(values, xm))
+        if i >= len(values) - 1 or n_from[i] < 2:
             continue
-        alpha = _alpha_mle(tail, int(xm))
-        values, counts = np.unique(tail, return_counts=True)
-        emp = np.cumsum(counts) / len(tail)
-        model = 1.0 - special.zeta(alpha, values + 1) / special.zeta(alpha, xm)
+        n = int(n_from[i])
+        alpha = _alpha_mle(n, float(logs_from[i]), int(xm))
+        tail_values = values[i:]
+        emp = np.cumsum(counts[i:]) / n
+        model = 1.0 - special.zeta(alpha, tail_values + 1) / special.zeta(alpha, xm)
         ks = float(np.abs(emp - model).max())
-        fits.append(PowerLawFit(alpha, (alpha - 1) / math.sqrt(len(tail)), int(xm), len(tail),
-                                ks))
+        fits.append(PowerLawFit(alpha, (alpha - 1) / math.sqrt(n), int(xm), n, ks))
     valid = [f for f in fits if alpha_range is None
              or alpha_range[0] < f.alpha < alpha_range[1]] or fits
     return min(valid, key=lambda f: f.ks) if valid else None
@@ -409,16 +415,21 @@ class _Exposure:
 
 
 class _EdgeIndex:
-    """The graph's cumulative edges indexed by source (CSR), rebuilt when a quarter new."""
+    """The graph's cumulative edges indexed by source: a CSR of the edges up to its last
+    rebuild (when the newer ones are more than a quarter of it: amortised O(log E) an edge)
+    and the newer ones (the tail) sorted by source at each refresh, so that a cascade's
+    exposure reads only its adopters' out-edges in both, never the whole tail."""
 
     def __init__(self) -> None:
         self.m = 0
         self.indptr = np.zeros(1, np.int64)
         self.dst = np.empty(0, np.int64)
+        self.tail_src = np.empty(0, np.int64)
+        self.tail_dst = np.empty(0, np.int64)
 
-    def refresh(self, graph: InteractionGraph) -> tuple[np.ndarray, np.ndarray]:
-        """(src, dst) of the edges newer than the index; the index rebuilt when they are more
-        than a quarter of it (amortised O(log E) an edge)."""
+    def refresh(self, graph: InteractionGraph) -> None:
+        """Bring the index up to the graph: a rebuild when the tail is over a quarter of the
+        indexed edges, else the tail sorted by source (O(tail log tail))."""
         names, src, dst, _ = graph.arrays()
         m = len(src)
         if m - self.m > self.m // 4:
@@ -426,19 +437,32 @@ class _EdgeIndex:
             self.dst = dst[order].astype(np.int64)
             self.indptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=len(names)))))
             self.m = m
-        return src[self.m:m].astype(np.int64), dst[self.m:m].astype(np.int64)
+        order = np.argsort(src[self.m:m], kind="stable")
+        self.tail_src = src[self.m:m][order].astype(np.int64)
+        self.tail_dst = dst[self.m:m][order].astype(np.int64)
 
     def out_edges(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(src, dst) of the indexed out-edges of ``nodes``."""
+        """(src, dst) of the out-edges of ``nodes`` (sorted), indexed and in the tail."""
         inside = nodes[nodes < len(self.indptr) - 1]
         lo, hi = self.indptr[inside], self.indptr[inside + 1]
-        counts = hi - lo
-        total = int(counts.sum())
-        if not total:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        starts = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-        idx = starts + np.arange(total)
-        return np.repeat(inside, counts), self.dst[idx]
+        src, dst = _expand(inside, lo, hi, self.dst)
+        if len(self.tail_src):
+            lo = np.searchsorted(self.tail_src, nodes)
+            hi = np.searchsorted(self.tail_src, nodes, side="right")
+            t_src, t_dst = _expand(nodes, lo, hi, self.tail_dst)
+            src, dst = np.concatenate((src, t_src)), np.concatenate((dst, t_dst))
+        return src, dst
+
+
+def _expand(nodes: np.ndarray, lo: np.ndarray, hi: np.ndarray, dst: np.ndarray,
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of the edges at positions lo[i]:hi[i] of ``dst`` for each node i."""
+    counts = hi - lo
+    total = int(counts.sum())
+    if not total:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    starts = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+    return np.repeat(nodes, counts), dst[starts + np.arange(total)]
 
 
 class CascadeEngine:
@@ -789,9 +813,9 @@ class CascadeEngine:
         agents, times = self._adopters(self._gram_id(ngram))
         return {self._agents[a]: t for a, t in zip(agents.tolist(), times.tolist(), strict=True)}
 
-    def _graph_map(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """Bring the edge index and the agent -> graph index map up to date: (tail src, tail
-        dst, graph nodes)."""
+    def _graph_map(self) -> int:
+        """Bring the edge index and the agent -> graph index map up to date: the graph's
+        nodes."""
         names = self.graph.agent_names()
         for i in range(len(self._gnames), len(names)):
             name = names[i]
@@ -799,8 +823,8 @@ class CascadeEngine:
             mine = self._agent_ids.get(name)
             if mine is not None:
                 self._gmap[mine] = i
-        tail_src, tail_dst = self._edges.refresh(self.graph)
-        return tail_src, tail_dst, len(names)
+        self._edges.refresh(self.graph)
+        return len(names)
 
     def exposures(self, ngram: str) -> tuple[dict[str, int], Counter, Counter]:
         """For one n-gram: each adopter's exposure (adopted in-neighbours before it; adopters
@@ -808,8 +832,8 @@ class CascadeEngine:
         exposure (not pooled)."""
         self._flush()
         agents, times = self._adopters(self._gram_id(ngram))
-        tail_src, tail_dst, nodes = self._graph_map()
-        gi, k_ad, others = self._exposure_of(agents, times, tail_src, tail_dst)
+        nodes = self._graph_map()
+        gi, k_ad, others = self._exposure_of(agents, times)
         inside = gi >= 0
         mine = {self._agents[a]: int(k) for a, k in zip(agents[inside].tolist(),
                                                         k_ad[inside].tolist(), strict=True)}
@@ -817,8 +841,8 @@ class CascadeEngine:
         everyone[0] += nodes - len(others) - len(mine)
         return mine, +everyone, Counter(mine.values())
 
-    def _exposure_of(self, agents: np.ndarray, times: np.ndarray, tail_src: np.ndarray,
-                     tail_dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _exposure_of(self, agents: np.ndarray, times: np.ndarray,
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Exposures to one cascade, k(a) = edges j -> a with j an adopter before a (a
         non-adopter: ever), sparse (O(adopters' out-edges), not O(graph)): each adopter's
         graph index (-1: not in the graph) and exposure (0 outside), and the exposures >= 1
@@ -828,11 +852,6 @@ class CascadeEngine:
         order = np.argsort(gi[inside])
         ga, tg = gi[inside][order], times[inside][order]  # adopters in the graph, sorted
         src, dst = self._edges.out_edges(ga)
-        if len(tail_src) and len(ga):
-            p = np.minimum(np.searchsorted(ga, tail_src), len(ga) - 1)
-            t_mask = ga[p] == tail_src
-            src = np.concatenate((src, tail_src[t_mask]))
-            dst = np.concatenate((dst, tail_dst[t_mask]))
         k_ad = np.zeros(len(agents), np.int64)
         if not len(src):
             return gi, k_ad, np.zeros(0, np.int64)
@@ -856,14 +875,14 @@ class CascadeEngine:
         cfg = self.config
         self._texts_at_analysis = self.texts_total
         ids, sizes = self._cascades()
-        key = np.sort(sizes).tobytes()
+        key = np.bincount(sizes).tobytes()  # the size histogram: O(cascades), no sort
         if key != self._fit_key:
             self._fit_key = key
             self._fit = (fit_discrete_power_law(sizes, max_candidates=cfg.max_xmin_candidates)
                          if len(sizes) >= 2 else None)
         order = np.lexsort((ids, -sizes))[:cfg.exposure_cascades]
         largest, lsizes = ids[order].tolist(), sizes[order].tolist()
-        tail_src, tail_dst, nodes = self._graph_map()
+        nodes = self._graph_map()
         cap = cfg.max_exposure
         budget = cfg.exposure_budget
         stale = 0
@@ -876,7 +895,7 @@ class CascadeEngine:
                 continue
             budget -= size
             agents, times = self._adopters(gid)
-            gi, k_ad, others = self._exposure_of(agents, times, tail_src, tail_dst)
+            gi, k_ad, others = self._exposure_of(agents, times)
             inside = gi >= 0
             adopted = np.bincount(np.minimum(k_ad[inside], cap), minlength=cap + 1)
             first = np.lexsort((agents, times))[:cfg.adopters_shown].tolist()

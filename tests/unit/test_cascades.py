@@ -97,6 +97,29 @@ def test_order_and_prefix_collisions_do_not_matter(reference, monkeypatch) -> No
 
 
 def test_exposures_match_the_papers_static_graph_computation(engine, reference) -> None:
+    check_exposures(engine, reference)
+
+
+def test_exposures_read_the_edges_newer_than_the_index(reference) -> None:
+    """Edges added after the source index was built (under a quarter of it: no rebuild) are
+    read from the sorted tail: the same exposures as the static computation."""
+    stream = items()
+    g = InteractionGraph()
+    sizes = [(g.update(it), g.cumulative_size()[1])[1] for it in stream]
+    cut = next(i for i, m in enumerate(sizes) if m >= 0.85 * sizes[-1])  # 15 % of the edges
+    eng = CascadeEngine(CFG)
+    for it in stream[:cut]:
+        eng.update(it)
+    eng.exposures(next(iter(reference)))  # builds the index on the graph so far
+    indexed = eng._edges.m
+    for it in stream[cut:]:
+        eng.update(it)
+    eng.analyse(full=True)
+    assert eng._edges.m == indexed and len(eng._edges.tail_src) > 0
+    check_exposures(eng, reference)
+
+
+def check_exposures(engine: CascadeEngine, reference: dict[str, dict[str, float]]) -> None:
     g = InteractionGraph(retain_days=10_000)
     for it in items():
         g.update(it)
