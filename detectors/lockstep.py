@@ -8,9 +8,9 @@ Co-action is across agents, so it needs every act on a target: it runs in the re
 
 - A **target** is a thread (a comment's ``post_id``); an **act** is a comment with an author.
 - Two acts on one target by two agents at most ``coact_s`` (60 s) apart are a **co-action**;
-  the earlier one (by time, then comment id) **leads**. Each act is paired with at most
-  ``max_coactors`` acts on its target (the latest ones seen), so a flood of comments on one hot
-  thread costs bounded work.
+  the earlier one (by time, then comment id) **leads**. Each act is paired with the acts on
+  its target, once per other agent and direction, at most ``max_coactors`` agents (the latest
+  seen), so a flood of comments on one hot thread costs bounded work.
 - Over the sliding ``window_s`` (6 h), for each ordered pair (leader, follower) the detector
   keeps the distinct targets it co-acted on. A pair is **locked** when it co-acted on at least
   ``min_targets`` (5) distinct targets; in the same order on at least ``min_order`` (90 %) of
@@ -34,9 +34,10 @@ co-action profile of the window (targets, targets where it led or followed anoth
 lead share, its locked partners): the action plane's co-action per agent, which no agent-keyed
 partition could compute.
 
-Order: the reducer applies items in event-time order; an act that comes late pairs with the
-acts of its target still held (those of the last ``coact_s`` before the target's latest act
-are), so lateness under ``coact_s`` loses nothing.
+Order: the reducer applies items in event-time order; an act pairs with the acts of its thread
+already held, scanned from the latest back to ``2 coact_s`` before it, so an act that comes up
+to ``coact_s`` late (behind its thread's latest act) still meets every act it co-acted with.
+Work per act: the thread's acts of its last ``2 coact_s``, at most ``max_coactors`` agents.
 
 Memory: the acts of one ``window_s`` (a tuple each, in a queue and in its target's list), one
 counter entry per (pair, target) co-action and per (agent, target), all undone when the act
@@ -142,15 +143,19 @@ class LockstepDetector:
         act = _Act(t, event.comment_id, me, event.post_id,
                    snippet(event.content, cfg.text_chars), [])
         held = self._by_target.setdefault(event.post_id, deque())
-        seen: set[str] = set()
+        agents: set[str] = set()
+        made: set[Pair] = set()  # one co-action per other agent and direction
         for other in reversed(held):  # the latest first
-            if len(seen) >= cfg.max_coactors:
-                break
-            if other.agent == me or other.agent in seen or abs(other.t - t) > cfg.coact_s:
+            if len(agents) >= cfg.max_coactors or other.t < t - 2 * cfg.coact_s:
+                break  # a thread's acts arrive in event-time order, give or take coact_s
+            if other.agent == me or abs(other.t - t) > cfg.coact_s:
                 continue
-            seen.add(other.agent)
             first, second = (other, act) if (other.t, other.key) < (t, act.key) else (act, other)
-            self._pair(act, (first.agent, second.agent), event.post_id, +1)
+            pair = (first.agent, second.agent)
+            if pair not in made:
+                made.add(pair)
+                agents.add(other.agent)
+                self._pair(act, pair, event.post_id, +1)
         held.append(act)
         self._acts.append(act)
         _bump(self._targets.setdefault(me, {}), event.post_id, +1)

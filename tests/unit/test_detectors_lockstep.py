@@ -174,3 +174,16 @@ def test_window_expires_and_a_checkpoint_resumes(planted: tuple[list[Event], obj
     a.expire(end)
     assert not (a._acts or a._by_target or a._pairs or a._targets or a._led or a._followed)
     assert a.coaction("nobody") is None
+
+
+def test_acts_up_to_coact_s_late_pair_the_same(planted: tuple[list[Event], object]) -> None:
+    """Acts delivered up to ``coact_s`` out of event-time order (several ingest partitions)
+    make the same co-actions as in order."""
+    events, _ = planted
+    cfg = LockstepConfig(window_s=1e12, max_coactors=10_000)
+    rng = random.Random(3)
+    late = sorted(events, key=lambda e: e.event_time.timestamp() + rng.uniform(0, cfg.coact_s))
+    d = LockstepDetector(cfg)
+    for e in late:
+        d.update(Item.of(e))
+    assert {p: set(ts) for p, ts in d._pairs.items()} == dict(recount(events, cfg.coact_s))
