@@ -114,6 +114,9 @@ class SocietySettings(BaseModel):
                                    description="How often the sliding window advances "
                                    "(PageRank refresh, super-nodes)")
     detectors: bool = _PIPELINE.detectors_enabled
+    coverage_horizon_s: float = Field(_PIPELINE.coverage.horizon_s, description="Comment "
+                                      "coverage: per-post records kept this long after a "
+                                      "post's creation (event time)")
     embed_batch: int = Field(64, description="Texts a batch for the model")
     embed_wait_s: float = Field(0.5, description="Longest wait to fill a batch")
     vector_cache_ttl_s: int = 7 * 86400
@@ -218,6 +221,7 @@ class Settings(BaseSettings):
             influence=dataclasses.replace(
                 _PIPELINE.influence, window=_as(_PIPELINE.influence.window, s.pagerank_window_s),
                 step=_as(_PIPELINE.influence.step, s.pagerank_step_s)),
+            coverage=dataclasses.replace(_PIPELINE.coverage, horizon_s=s.coverage_horizon_s),
             detectors=self.alerts,
             detectors_enabled=s.detectors,
         )
