@@ -292,3 +292,25 @@ def test_frozen_ids_forgotten_after_a_second_horizon() -> None:
     snap = eng.snapshot()
     assert len(snap.details["cooperation_daily"]) == 0  # folded past days_kept
     assert snap.value("cooperation_threads_seen_total") == 2
+
+
+def test_simulator_stream_matches_batch() -> None:
+    """The project's simulated society (its comment trees, in time order)."""
+    from service.sources.simulate import SimulationConfig, Simulator
+
+    events = [e for e in Simulator(SimulationConfig(seed=1, duration=None, max_events=6000))
+              if isinstance(e, PostEvent | CommentEvent)]
+    threads: dict[str, Thread] = {}
+    for e in events:
+        th = threads.setdefault(e.post_id, Thread(e.post_id))
+        if isinstance(e, PostEvent):
+            th.title, th.content, th.author, th.created = e.title, e.content, e.author, \
+                e.event_time
+        else:
+            th.comments.append((e.event_time, e.comment_id, e.author, e.content))
+    ref = batch(list(threads.values()))
+    assert len(ref) >= 10
+    eng = CooperationEngine(CooperationConfig(shown=100))
+    for e in sorted(events, key=lambda e: (e.event_time, e.id)):
+        eng.update(Item.of(e))
+    check(eng, ref)

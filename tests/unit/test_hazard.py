@@ -268,6 +268,24 @@ def test_caps_take_whole_cascades_largest_first() -> None:
     assert info["capped"] and info["cascades"] == table["cascade"].nunique() < 6
 
 
+@pytest.mark.parametrize("model", ["published", "time_varying"])
+def test_engine_equals_a_plain_fit_on_the_simulator(model: Model) -> None:
+    """The project's simulated society: its repeated phrases make cascades of >= 10 adopters
+    and its replies the graph; capped tables (both caps bite here)."""
+    from service.sources.simulate import SimulationConfig, Simulator
+
+    events = sorted((e for e in Simulator(SimulationConfig(seed=1, duration=None,
+                                                           max_events=3000))
+                     if isinstance(e, PostEvent | CommentEvent)),
+                    key=lambda e: (e.event_time, e.id))
+    now = events[-1].event_time.timestamp()
+    _, hz = run(events, 10, HazardConfig(model=model, max_rows=3000))
+    hz.fit()
+    table = plain_table(events, 10, model, now, max_rows=3000)
+    assert table["event"].sum() >= 50 and table["exposure"].nunique() >= 2
+    assert_same(hz, table, model)
+
+
 def test_a_cascade_over_the_cap_alone_is_sampled_by_subject() -> None:
     events, end = contagion(0.53, 9, agents=120, cascades=3)
     for model in ("published", "time_varying"):
