@@ -18,8 +18,10 @@ comment id), the same in every process. Its baseline delta against a post ``b`` 
 unit vectors and ``u_b`` b's unit vector: linear in ``u_b``. So instead of one random post we
 take the expectation over a uniformly random post of the society's same UTC day, ``(m_post -
 m_pre) . c_day``, with ``c_day`` the day's mean unit post vector: no partition sees every
-post of a day, but the reducer's centroid state does, so each partial carries the per-day
-sums of ``m_post - m_pre`` and ``population(..., day_centroids={day: c_day})`` finishes it.
+post of a day, but together they do: each partial carries, per day, the sums of
+``m_post - m_pre`` over its drawn events and of its agents' unit post vectors (every post act
+with a vector), and ``population`` finishes it (``day_centroids={day: c_day}`` may override
+the day centroids, e.g. with the reducer's, which also count posts without an author).
 Live and replay agree, and the variance of the random pick is gone. The difference from
 excluding the k posts a touched that day (its own and the commented ones) among the day's
 n is ``(m_post - m_pre) . (k c_day - sum of touched) / (n - k)``, at most ``4 k / (n - k)``
@@ -99,11 +101,12 @@ class _Agent:
 
 
 class _Day:
-    __slots__ = ("n", "sum", "sq", "base_n", "base")
+    __slots__ = ("n", "sum", "sq", "base_n", "base", "posts", "post_sum")
 
     def __init__(self, dim: int) -> None:
-        self.n, self.sum, self.sq, self.base_n = 0, 0.0, 0.0, 0
+        self.n, self.sum, self.sq, self.base_n, self.posts = 0, 0.0, 0.0, 0, 0
         self.base = np.zeros(dim)
+        self.post_sum = np.zeros(dim)  # the day's unit post vectors: its centroid, merged
 
 
 class ImpactEngine:
@@ -128,10 +131,14 @@ class ImpactEngine:
             i = bisect_left(a.keys, key)
             if i < len(a.keys) and a.keys[i] == key:
                 return
+            v = _unit(act.vector)
             a.keys.insert(i, key)
             a.ts.insert(i, act.t)
-            a.vecs.insert(i, _unit(act.vector))
+            a.vecs.insert(i, v)
             a.last_t = max(a.last_t, act.t)
+            day = self._day(act.t, len(v))
+            day.posts += 1
+            day.post_sum += v
         elif act.kind == "comment":
             if act.target_vector is None:
                 self.counts["no_target"] += 1
@@ -194,9 +201,7 @@ class ImpactEngine:
         a.n += 1
         a.sum += delta
         self.counts["events"] += 1
-        day = self._days.get(int(t // DAY))
-        if day is None:
-            day = self._days[int(t // DAY)] = _Day(len(v))
+        day = self._day(t, len(v))
         day.n += 1
         day.sum += delta
         day.sq += delta * delta
@@ -204,6 +209,12 @@ class ImpactEngine:
             day.base_n += 1
             day.base += post.mean(axis=0) - pre.mean(axis=0)
         return True
+
+    def _day(self, t: float, dim: int) -> _Day:
+        day = self._days.get(int(t // DAY))
+        if day is None:
+            day = self._days[int(t // DAY)] = _Day(dim)
+        return day
 
     def profile(self, agent: str) -> dict[str, Any] | None:
         a = self._agents.get(agent)
@@ -223,16 +234,26 @@ class ImpactEngine:
         return {"agents": len(means), "delta": Dist.of(means.values(), -1.0, 1.0,
                                                        self.cfg.bins).partial(),
                 "days": {str(d): {"n": x.n, "sum": x.sum, "sq": x.sq, "base_n": x.base_n,
-                                  "base": x.base.tolist()} for d, x in self._days.items()},
+                                  "base": x.base.tolist(), "posts": x.posts,
+                                  "post_sum": x.post_sum.tolist()}
+                         for d, x in self._days.items()},
                 "top": top, "counts": dict(self.counts), "agents_tracked": len(self._agents),
                 "state_bytes": sum(a.nbytes() for a in self._agents.values())
-                + sum(x.base.nbytes + 100 for x in self._days.values())}
+                + sum(2 * x.base.nbytes + 100 for x in self._days.values())}
 
     @staticmethod
     def population(partials: list[dict[str, Any]], **society: Any) -> Snapshot:
-        """``day_centroids``: {UTC day index (int(t // 86400)): mean unit post vector}."""
-        centroids = {int(d): np.asarray(c, dtype=np.float64)
-                     for d, c in (society.get("day_centroids") or {}).items()}
+        """``day_centroids`` ({UTC day index int(t // 86400): mean unit post vector}, optional)
+        overrides the day centroids the partials carry (their post acts' unit vectors)."""
+        posts: dict[int, tuple[int, np.ndarray]] = {}
+        for p in partials:
+            for d, x in p["days"].items():
+                if x["posts"]:
+                    n0, s0 = posts.get(int(d), (0, 0.0))
+                    posts[int(d)] = (n0 + x["posts"], s0 + np.asarray(x["post_sum"]))
+        centroids = {d: s / n for d, (n, s) in posts.items()}
+        centroids |= {int(d): np.asarray(c, dtype=np.float64)
+                      for d, c in (society.get("day_centroids") or {}).items()}
         dist = Dist.merge([Dist.from_partial(p["delta"]) for p in partials])
         n = s = sq = 0.0
         base_n, base_sum, days_without = 0, 0.0, set()

@@ -165,7 +165,7 @@ def test_arrival_order_partitions_and_pickle() -> None:
         parts[zlib.crc32(a.agent.encode()) % 2].update(a)
     for p in parts:
         p.expire(now)
-    merged = ImpactEngine.population([p.partial() for p in parts], day_centroids=centroids(acts))
+    merged = ImpactEngine.population([p.partial() for p in parts])  # their own centroids
     check(run(acts, now), acts, now, snap=merged)
     e = ImpactEngine()
     for a in acts[: len(acts) // 2]:
