@@ -106,6 +106,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.report is None:
         return _publish(_archive_items(args.paths, args.speed, "replay"))
     from service.sources.archive import archive_size
+    from streams.agent_stage import AgentStage
     from streams.pipeline import Pipeline
     from streams.replay import replay
 
@@ -126,11 +127,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
         records += n
         bar.set_postfix_str(f"{records:,} records", refresh=False)
 
-    # a finished archive: the report carries the paper's batch n-gram rule beside the live one
+    # a finished archive: the report carries the paper's batch n-gram rule beside the live one,
+    # and the per-agent figures over the whole archive (not its last window)
     config = dataclasses.replace(settings.pipeline(), ngram_batch=True)
+    stage = AgentStage(dataclasses.replace(settings.agent_stage(), expire=False))
     result = replay(_archive_items(args.paths, None, "replay", bar), Pipeline(config),
                     embedder=embedder, batch=settings.society.embed_batch, progress=replayed,
-                    allowed_lateness_s=settings.allowed_lateness_s)
+                    allowed_lateness_s=settings.allowed_lateness_s, stage=stage)
     report = result.report()
     report["input"]["paths"] = args.paths
     Path(args.report).write_text(json.dumps(report, indent=1, default=str))
@@ -145,6 +148,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
                                 days_dir(Path(args.report)))
         print(f"per-day tables ({', '.join(f'{k} {n}' for k, n in rows.items())} rows) -> "
               f"{days_dir(Path(args.report))}/<table>.parquet|csv")
+    # the per-agent table, both planes side by side (streams/export_agents.py)
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    from service.exports import arrow_table
+    from streams.export_agents import agent_rows
+
+    table = arrow_table(agent_rows(result.agent_profiles()))
+    base = Path(args.report).with_suffix("")
+    pq.write_table(table, f"{base}.agents.parquet")
+    pa_csv.write_csv(table, f"{base}.agents.csv")
+    print(f"per-agent table ({table.num_rows} agents) -> {base}.agents.parquet|csv")
     return 0
 
 
