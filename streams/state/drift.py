@@ -1,8 +1,8 @@
 """Semantic drift per agent (metrics.md A2, individual layer), exact for the current post count.
 
-For an agent with ``n >= min_posts`` (10) posts carrying a vector, in ``(t, item_id)`` order:
-``h = n // 2``; the early half is the first ``h`` posts, the late half the last ``h``; with an
-odd count the middle post belongs to neither (the published "two equal halves", taken
+For an agent with ``n >= min_posts`` (10) posts carrying a non-zero vector, in ``(t, item_id)``
+order: ``h = n // 2``; the early half is the first ``h`` posts, the late half the last ``h``;
+with an odd count the middle post belongs to neither (the published "two equal halves", taken
 literally). ``c_early`` / ``c_late`` are the means of the vectors as given;
 
 - drift ``D = 1 - cos(c_early, c_late)``;
@@ -147,8 +147,8 @@ class DriftEngine:
         self.repeats_total = 0
 
     def update(self, act: Act) -> None:
-        if act.kind != "post" or act.vector is None:
-            return
+        if act.kind != "post" or act.vector is None or not np.any(act.vector):
+            return  # a zero vector (a text without words) has no direction
         a = self._agents.get(act.agent)
         if a is None:
             a = self._agents[act.agent] = _Agent(len(act.vector))

@@ -1,10 +1,10 @@
 """Feedback adaptation per agent: Net Progress with its shuffle null (metrics.md A2).
 
-An agent's posts with a vector, in ``(t, item_id)`` order, fall into adjacent non-overlapping
-windows of ``window`` (10) posts, W_0, W_1, ... Each consecutive pair (W_k, W_k+1) is scored
-once: feedback = upvotes - downvotes of each post of W_k (its latest ``score`` act, 0 without
-one); P_top / P_bot = the ``round(share * window)`` (3) highest / lowest of W_k by score (ties
-broken by posting order: the earlier post ranks lower); ``dist = 1 - cos``;
+An agent's posts with a non-zero vector, in ``(t, item_id)`` order, fall into adjacent
+non-overlapping windows of ``window`` (10) posts, W_0, W_1, ... Each consecutive pair (W_k,
+W_k+1) is scored once: feedback = upvotes - downvotes of each post of W_k (its latest ``score``
+act, 0 without one); P_top / P_bot = the ``round(share * window)`` (3) highest / lowest of W_k
+by score (ties broken by posting order: the earlier post ranks lower); ``dist = 1 - cos``;
 ``dTop = dist(c_next, c_top) - dist(c_curr, c_top)``, ``dBot`` likewise, ``NP = dBot - dTop``
 (> 0: the agent moved toward what was rewarded). An agent's NP is the mean over its pairs.
 
@@ -119,7 +119,7 @@ class FeedbackEngine:
         self.pairs_total = 0
 
     def update(self, act: Act) -> None:
-        if act.kind == "post" and act.vector is not None:
+        if act.kind == "post" and act.vector is not None and np.any(act.vector):
             a = self._agent(act.agent)
             key = (act.t, act.item_id)
             i = bisect_left(a.keys, key)

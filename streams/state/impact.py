@@ -1,15 +1,16 @@
 """Interaction impact per agent: do an agent's posts move toward what it commented on (A2)?
 
-An *event*: agent a comments on post p* at time t (a ``comment`` act whose ``target_vector``
-is ``v*``; comments on its own posts and comments without ``v*`` are skipped, counted). Its
-windows are a's posts (``post`` acts with a vector, in ``(t, item_id)`` order): *pre* the last
-``posts`` (20) with time < t, *post* the first 20 with time > t, each within ``horizon_s``
-(7 days) of t; ``S(W, v*) = mean over W of cos(v_p, v*)``; ``delta = S(post) - S(pre)``.
-An event is read once its 20 later posts exist and the 20th is ``lateness_s`` (10 min) behind
-the engine's clock, or once ``t + horizon_s`` is; with fewer than ``min_side`` (1) posts on
-a side it is dropped (counted). The clock is ``expire(now)``: acts do not move it, so figures
-do not depend on arrival order or partitioning as long as acts arrive within ``lateness_s``
-(a comment older than that is counted late and skipped: its event may have been read).
+An *event*: agent a comments on post p* at time t (a ``comment`` act whose ``target_vector`` is
+``v*``; comments on its own posts and comments without ``v*`` are skipped, counted). Its
+windows are a's posts (``post`` acts with a non-zero vector, in ``(t, item_id)`` order): *pre*
+the last ``posts`` (20) with time < t, *post* the first 20 with time > t, each within
+``horizon_s`` (7 days) of t; ``S(W, v*) = mean over W of cos(v_p, v*)``; ``delta = S(post) -
+S(pre)``. An event is read once its 20 later posts exist and the 20th is ``lateness_s`` (10
+min) behind the engine's clock, or once ``t + horizon_s`` is; with fewer than ``min_side`` (1)
+posts on a side it is dropped (counted). The clock is ``expire(now)``: acts do not move it, so
+figures do not depend on arrival order or partitioning as long as acts arrive within
+``lateness_s`` (a comment older than that is counted late and skipped: its event may have been
+read).
 
 Baseline (published: "with probability 0.3 a same-day post a did not touch, treated the same
 way"): an event is drawn with probability ``baseline_p`` by a stable hash of (``seed``, agent,
@@ -125,7 +126,7 @@ class ImpactEngine:
         return a
 
     def update(self, act: Act) -> None:
-        if act.kind == "post" and act.vector is not None:
+        if act.kind == "post" and act.vector is not None and np.any(act.vector):
             a = self._agent(act.agent)
             key = (act.t, act.item_id)
             i = bisect_left(a.keys, key)
@@ -140,7 +141,7 @@ class ImpactEngine:
             day.posts += 1
             day.post_sum += v
         elif act.kind == "comment":
-            if act.target_vector is None:
+            if act.target_vector is None or not np.any(act.target_vector):
                 self.counts["no_target"] += 1
             elif act.target_author == act.agent:
                 self.counts["self"] += 1
