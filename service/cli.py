@@ -130,7 +130,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     # a finished archive: the report carries the paper's batch n-gram rule beside the live one,
     # and the per-agent figures over the whole archive (not its last window)
     config = dataclasses.replace(settings.pipeline(), ngram_batch=True)
-    stage = AgentStage(dataclasses.replace(settings.agent_stage(), expire=False))
+    stage = AgentStage(dataclasses.replace(settings.agent_stage(), whole_history=True))
     result = replay(_archive_items(args.paths, None, "replay", bar), Pipeline(config),
                     embedder=embedder, batch=settings.society.embed_batch, progress=replayed,
                     allowed_lateness_s=settings.allowed_lateness_s, stage=stage)

@@ -130,8 +130,9 @@ class IndividualSettings(BaseModel):
                                + ", ".join(ENGINES))
     expire_step_s: float = Field(EXPIRE_STEP_S, gt=0, description="Event-time seconds between "
                                  "two expiries of the per-agent state")
-    expire: bool = Field(True, description="Expire the per-agent state (windows, idle agents); "
-                         "a replay report never does: it covers the whole archive")
+    whole_history: bool = Field(False, description="Lift the per-agent engines' time horizons "
+                                "(action window, idle agents' life): every act counts; a "
+                                "replay report always does (it covers the whole archive)")
 
 
 class ProbeSettings(BaseModel):
@@ -229,7 +230,7 @@ class Settings(BaseSettings):
     def agent_stage(self) -> AgentStageConfig:
         i = self.individuals
         return AgentStageConfig(engines=tuple(i.engines), expire_step_s=i.expire_step_s,
-                                expire=i.expire)
+                                whole_history=i.whole_history)
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}-{name}"

@@ -36,6 +36,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import math
@@ -51,6 +52,8 @@ from streams.acts import Act
 from streams.state.actions import ActionEngine
 from streams.state.base import Sample, Snapshot
 from streams.state.drift import DriftEngine
+from streams.state.feedback import FeedbackEngine
+from streams.state.impact import ImpactEngine
 
 if TYPE_CHECKING:
     from streams.pipeline import Pipeline
@@ -61,8 +64,14 @@ if TYPE_CHECKING:
 #: config dataclass (None: its defaults).
 ENGINES: dict[str, Callable[..., Any]] = {
     "drift": DriftEngine,
+    "feedback": FeedbackEngine,
+    "impact": ImpactEngine,
     "action": ActionEngine,
 }
+
+#: The config fields that bound an engine's memory in event time (an action window, an idle
+#: agent's life): ``whole_history`` lifts them.
+HORIZONS = ("window_s", "idle_s")
 
 #: The plane of each engine's figures: what an agent says (content) or does (action).
 PLANES: dict[str, str] = {"drift": "content", "feedback": "content", "impact": "content",
@@ -76,13 +85,15 @@ EXPIRE_STEP_S = 3600.0
 class AgentStageConfig:
     """engines: which per-agent engines run (names of :data:`ENGINES`); configs: an engine's
     config object by name (missing: its defaults); expire_step_s: the grid of event time the
-    state expires on; expire: False keeps every act (a finished archive's report covers the
-    whole archive, not its last window; memory is then bounded only per agent)."""
+    state expires on; whole_history: lift every engine's time horizons (:data:`HORIZONS`:
+    the action window, idle agents' life) so that a finished archive's report covers the whole
+    archive, not its last week (memory then grows with the agents; the clocks still move, so
+    feedback windows settle and impact events are read)."""
 
     engines: tuple[str, ...] = tuple(ENGINES)
     configs: tuple[tuple[str, Any], ...] = ()
     expire_step_s: float = EXPIRE_STEP_S
-    expire: bool = True
+    whole_history: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +178,10 @@ class AgentStage:
                              f"known are {sorted(ENGINES)}")
         configs = dict(cfg.configs)
         self.engines: dict[str, Any] = {n: ENGINES[n](configs.get(n)) for n in cfg.engines}
+        if cfg.whole_history:
+            for n, e in self.engines.items():
+                lifted = {f: math.inf for f in HORIZONS if hasattr(e.cfg, f)}
+                self.engines[n] = ENGINES[n](dataclasses.replace(e.cfg, **lifted))
         self._kwargs = {n: _profile_kwargs(e) for n, e in self.engines.items()}
         self.society = Society()
         self.acts: Counter[str] = Counter()
@@ -191,9 +206,7 @@ class AgentStage:
 
     def expire(self, now: float) -> bool:
         """Expire the state at ``now`` floored to the ``expire_step_s`` grid, once a grid
-        point (never if the config says so): True if it expired."""
-        if not self.config.expire:
-            return False
+        point: True if it expired."""
         step = self.config.expire_step_s
         at = math.floor(now / step) * step
         if self.expired_at is not None and at <= self.expired_at:

@@ -78,7 +78,7 @@ def test_every_live_sample_and_alert_equals_the_replay(moltbook_data: Path,
     s.partitions, s.embed = partitions, False
     s.idle_after_s = 1e6  # no wall-clock advance: the live state stays at the last event
     # every act kept (the real posts' last week holds one agent): every agent compared
-    s.individuals.expire = False
+    s.individuals.whole_history = True
     # checkpoints off (a rebuilt reducer replays the society topic), except where the
     # survivor must resume from the killed reducer's checkpoint
     s.checkpoint_interval_s = 1.0 if kill == "reducer-checkpointed" else 0.0
