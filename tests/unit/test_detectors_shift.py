@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from detectors.shift import ShiftConfig, ShiftDetector
+from detectors.shift import ShiftConfig, ShiftDetector, sampling_noise
 from streams.events import PostEvent
 from streams.state.base import Item
 
@@ -57,6 +57,44 @@ def test_society_distance_matches_batch_and_catches_a_move() -> None:
     # the timeline: the authors of the 40 best-aligned posts (no near-duplicate texts here)
     assert ev["clusters"] == []
     assert ev["timeline"]["agents"] == len({int(t // 60) % 97 for t, _ in best})
+
+
+def mix(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` unit posts of one unchanging mix of six topics around a common theme (squared
+    length of the mean about 0.23, as the real texts' hashed embeddings have)."""
+    x = 0.7 * np.eye(32)[0] + 0.8 * np.eye(32)[1:7][rng.integers(6, size=n)] \
+        + 0.25 * rng.standard_normal((n, 32))
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_a_quiet_night_after_a_busy_day_is_not_a_shift() -> None:
+    """One unchanging topic mix, 10 posts a minute for 12 h, then 1 a minute: the raw distance
+    grows with the sampling noise of fewer posts (as on the real-text background), its ratio to
+    that noise does not. Without the ratio's bars (the distance bar alone) it alerts, and only
+    in the quiet hours."""
+    def run(cfg: ShiftConfig) -> list[float]:
+        rng = np.random.default_rng(4)
+        d = ShiftDetector(cfg)
+        found = []
+        for m in range(20 * 60):
+            for _ in range(10 if m < 12 * 60 else 1):
+                d.update(post(60.0 * m, f"a{rng.integers(300)}", mix(rng, 1)[0]))
+            found += [m / 60 for f in d.findings(60.0 * m) if f.key == "society"]
+        return found
+    assert run(ShiftConfig()) == []
+    raw = run(ShiftConfig(k_mad=0.0, min_noise_ratio=0.0))
+    assert raw and min(raw) >= 12
+
+
+def test_expected_noise_is_the_sampling_noise_of_the_window() -> None:
+    """Batch: 1 - cos of the means of many pairs of samples from one distribution, against the
+    expected noise the detector reports (the full-variance first-order formula over-estimates
+    by the share of the variance along the mean: here between 0.85 and 1)."""
+    rng = np.random.default_rng(5)
+    pairs = [(mix(rng, 60).sum(0), mix(rng, 360).sum(0)) for _ in range(400)]
+    seen = np.mean([1 - a @ b / np.linalg.norm(a) / np.linalg.norm(b) for a, b in pairs])
+    expected = np.mean([sampling_noise(a, 60, b, 360) for a, b in pairs])
+    assert 0.85 < seen / expected < 1.0
 
 
 def test_steady_society_raises_nothing() -> None:
