@@ -10,9 +10,12 @@ latest population partial (the one covering the most of its partition), merges t
 published snapshot (:meth:`streams.agent_stage.AgentStage.population`), and hands back the
 society inputs the partitions need (:class:`~streams.agent_stage.Society`: its event time,
 super-nodes, the merged centroid and mean drift direction) in each :class:`Tick` that changes
-them. Exactly once: the society topic is
-re-read from its start after a rebalance (skipped by offset) and a handover may forward an
-events record twice (skipped by its events partition and offset).
+them. The socialisation-onset detector (``detectors/socialisation.py``) observes each merged
+population and is judged every tick; its transitions join the pipeline's alert book.
+
+Exactly once: the society topic is re-read from its start after a rebalance (skipped by
+offset) and a handover may forward an events record twice (skipped by its events partition
+and offset).
 
 Event-time order (:class:`~streams.order.EventTimeOrder`): the events partitions reach the reducer
 interleaved in whatever order the workers forward them, so events wait in a buffer until the
@@ -54,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from detectors.alert import Alert
+from detectors.socialisation import SocialisationDetector
 from streams.agent_stage import AgentStage, Society, current_supernodes
 from streams.messages import AgentsPartial, Forwarded, ThreadsPartial, decode_society
 from streams.order import ALLOWED_LATENESS_S, IDLE_PARTITION_S, EventTimeOrder
@@ -109,9 +113,10 @@ class AgentValues:
 
 #: What a checkpoint holds (a plain tuple: nothing of this module is pickled): the pipeline,
 #: the next offset taken per events partition, the events waiting for the watermark, the
-#: alert transitions not yet published, and the agents partitions' latest partials.
+#: alert transitions not yet published, the agents partitions' latest partials and the
+#: socialisation detector.
 ReducerState = tuple[Pipeline, dict[int, int], EventTimeOrder[Forwarded], list[Alert],
-                     dict[int, tuple[int, dict[str, Any]]]]
+                     dict[int, tuple[int, dict[str, Any]]], SocialisationDetector]
 
 
 class Reducer:
@@ -135,6 +140,8 @@ class Reducer:
         # agents partition -> (next offset covered, population partial)
         self.agent_partials: dict[int, tuple[int, dict[str, Any]]] = {}
         self.society: Society | None = None  # the inputs last handed to the partitions
+        self.socialisation = SocialisationDetector()
+        self.population: Snapshot | None = None  # the partials merged, when they change
 
     @property
     def buffered(self) -> int:
@@ -157,6 +164,7 @@ class Reducer:
             held = self.agent_partials.get(msg.partition)
             if held is None or msg.next_offset >= held[0]:  # a late report of a former owner
                 self.agent_partials[msg.partition] = (msg.next_offset, msg.partial)
+                self.population = None
                 self.dirty = True
             return True
         for f in msg:
@@ -187,7 +195,8 @@ class Reducer:
 
     def checkpoint_state(self) -> ReducerState:
         """What a checkpoint holds, as of society offset :attr:`next_offset`."""
-        return self.pipeline, self.applied, self.order, self.alerts, self.agent_partials
+        return (self.pipeline, self.applied, self.order, self.alerts, self.agent_partials,
+                self.socialisation)
 
     def checkpoint_due(self) -> bool:
         return self.next_offset > self.checkpointed
@@ -197,7 +206,9 @@ class Reducer:
         reducer; idle time then counts from ``wall``, and the state is published at once."""
         if offset <= self.next_offset:
             return False
-        self.pipeline, self.applied, self.order, alerts, self.agent_partials = state
+        (self.pipeline, self.applied, self.order, alerts, self.agent_partials,
+         self.socialisation) = state
+        self.population = None
         self.alerts = list(alerts)
         self.order.resume(wall)
         self.next_offset = self.checkpointed = offset
@@ -224,18 +235,25 @@ class Reducer:
         if now is not None and now != self.pipeline.latest:  # idle: windows close on time
             self.alerts += self.pipeline.advance(now, force=True)
             self.dirty = True
+        if self.agent_partials and self.population is None:
+            self.population = AgentStage.population(
+                [p for _, (_, p) in sorted(self.agent_partials.items())])
+            if now is not None:
+                self.socialisation.observe(now, self.population)
+        book = self.pipeline.detectors.book if self.pipeline.detectors is not None else None
+        if book is not None and now is not None:
+            self.alerts += book.reconcile(now, self.socialisation.type,
+                                          self.socialisation.findings(now))
         alerts, self.alerts = self.alerts, []
         if not self.dirty:
             return Tick(alerts)
         self.dirty = False
         snap = self.pipeline.snapshot()
         snap.samples.append(self.order.sample())
-        society = None
-        if self.agent_partials:
+        if self.population is not None:
             pop = [p for _, (_, p) in sorted(self.agent_partials.items())]
-            population = AgentStage.population(pop)
-            snap = Snapshot.merge([snap, population])
-            society = AgentStage.society_of(pop, population, now,
+            snap = Snapshot.merge([snap, self.population, self.socialisation.snapshot()])
+            society = AgentStage.society_of(pop, self.population, now,
                                             current_supernodes(self.pipeline))
         else:
             society = Society(now, frozenset(current_supernodes(self.pipeline)))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from detectors.socialisation import SocialisationDetector
 from streams.acts import ActRouter
 from streams.agent_stage import AgentStage, current_supernodes
 from streams.embedding import TextEmbedder
@@ -55,13 +56,26 @@ class ReplayResult:
     dead_letters: Counter[str] = field(default_factory=Counter)
     router: ActRouter = field(default_factory=ActRouter)
     stage: AgentStage = field(default_factory=AgentStage)
+    socialisation: SocialisationDetector = field(default_factory=SocialisationDetector)
 
     def snapshot(self) -> Snapshot:
-        """The pipeline's snapshot with the ordering's late count and the per-agent stage's
-        population: what the live reducer publishes."""
+        """The pipeline's snapshot with the ordering's late count, the per-agent stage's
+        population and the socialisation detector's figures: what the live reducer
+        publishes."""
         snap = self.pipeline.snapshot()
         snap.samples.append(self.order.sample())
-        return Snapshot.merge([snap, self.settle()])
+        return Snapshot.merge([snap, self.settle(), self.socialisation.snapshot()])
+
+    def judge(self) -> None:
+        """The socialisation detector on the stage's population now (the live reducer judges
+        the merged partials every tick; here once an ``expire_step_s`` of event time and at
+        the end); its transitions join the pipeline's alert book."""
+        p = self.pipeline
+        if p.latest is None or p.detectors is None:
+            return
+        self.socialisation.observe(p.latest, self.settle())
+        p.detectors.book.reconcile(p.latest, self.socialisation.type,
+                                   self.socialisation.findings(p.latest))
 
     def settle(self) -> Snapshot:
         """The stage's population with the society's inputs of now (its event time and
@@ -125,8 +139,8 @@ def replay(items: Iterable[Event | DeadLetter], pipeline: Pipeline | None = None
             p.advance()  # at the latest event time; the pipeline evaluates once per tick
             for act in router.route(ev, vec):
                 agents.update(act)
-            if p.latest is not None:
-                agents.expire(p.latest)  # once an expire_step_s, as the agents partitions
+            if p.latest is not None and agents.expire(p.latest):  # once an expire_step_s
+                result.judge()
         waiting.clear()
         texts.clear()
 
@@ -153,6 +167,7 @@ def replay(items: Iterable[Event | DeadLetter], pipeline: Pipeline | None = None
             progress(PROGRESS_EVERY)
     take(order.drain())
     drain()
+    result.judge()
     if close:
         p.close()
     if progress is not None and result.read % PROGRESS_EVERY:
