@@ -31,10 +31,11 @@ one scan of its text for the keywords until the thread has one, and one solution
 the comment becomes the thread's solution candidate); every figure is a set, a count, a
 minimum, a maximum or a latest-by-key, so it does not depend on arrival order. Each thread's
 contribution (its UTC day: of its earliest event; cooperation; successful) is kept in per-day
-sums, moved when it changes, so ``snapshot`` costs O(days + live cooperation threads), not
-O(threads). A thread is live for ``horizon`` (7 days) after its first event (event time,
-judged at :meth:`CooperationEngine.expire`); then it is frozen: its contribution stays in the
-sums and the record is dropped. Its id is remembered for another ``horizon``; events of a
+sums, moved when it changes, so ``snapshot`` costs O(days + live cooperation threads) (one
+tuple each to pick the ``shown`` latest; records only for those), not O(threads). A thread
+is live for ``horizon`` (7 days) after its first event (event time, judged at
+:meth:`CooperationEngine.expire`); then it is frozen: its contribution stays in the sums and
+the record is dropped. Its id is remembered for another ``horizon``; events of a
 frozen thread, and events at or before ``now - horizon`` of a thread not live (``now``: the
 last expire), count in ``cooperation_late_events_total`` and nowhere else (a comment on a post
 more than twice the horizon old, arriving on time, starts a new thread record: it counts as a
@@ -326,9 +327,11 @@ class CooperationEngine:
         if coop:
             samples.append(Sample("cooperation_success_ratio", good / coop,
                                   help="Share of cooperation threads that are successful"))
-        live = [(th.first, pid, self._record(pid, th))
-                for pid in self._cooperating for th in (self._live[pid],)]
-        listed = heapq.nlargest(self.config.shown, live + self._frozen_shown)
+        # records only for the live threads that make the list (the reducer snapshots often)
+        shown = self.config.shown
+        live = heapq.nlargest(shown, ((self._live[pid].first, pid) for pid in self._cooperating))
+        listed = heapq.nlargest(shown, [(t, pid, self._record(pid, self._live[pid]))
+                                        for t, pid in live] + self._frozen_shown)
         days = sorted(self._by_day)[-self.config.days_kept:]
         details = {
             "cooperation_daily": {_day(d): {"threads": self._by_day[d][0],
