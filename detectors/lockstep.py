@@ -29,7 +29,8 @@ Co-action is across agents, so it needs every act on a target: it runs in the re
   ``near_duplicate_share`` says the texts differ, the leader/follower timeline). For it each
   act keeps the first ``text_chars`` (120) characters of its text.
 
-Judged every ``sample_interval_s``. Per agent, :meth:`LockstepDetector.coaction` gives the
+Judged every ``sample_interval_s``, over the pairs with at least ``min_targets`` threads (a set
+kept as the counts change: no scan of every pair). Per agent, :meth:`LockstepDetector.coaction` gives the
 co-action profile of the window (targets, targets where it led or followed another agent, its
 lead share, its locked partners): the action plane's co-action per agent, which no agent-keyed
 partition could compute.
@@ -124,6 +125,7 @@ class LockstepDetector:
         self._acts: deque[_Act] = deque()
         self._by_target: dict[str, deque[_Act]] = {}
         self._pairs: dict[Pair, dict[str, int]] = {}  # pair -> target -> co-actions
+        self._candidates: set[Pair] = set()  # pairs with at least min_targets targets
         self._targets: dict[str, dict[str, int]] = {}  # agent -> target -> acts
         self._led: dict[str, dict[str, int]] = {}  # agent -> target -> co-actions it led
         self._followed: dict[str, dict[str, int]] = {}
@@ -164,7 +166,12 @@ class LockstepDetector:
         if by > 0:
             act.pairs.append(pair)
             self.coactions_total += 1
-        _bump(self._pairs.setdefault(pair, {}), target, by)
+        targets = self._pairs.setdefault(pair, {})
+        _bump(targets, target, by)
+        if len(targets) >= self.cfg.min_targets:  # only these can lock: judged without a scan
+            self._candidates.add(pair)
+        else:
+            self._candidates.discard(pair)
         _bump(self._led.setdefault(pair[0], {}), target, by)
         _bump(self._followed.setdefault(pair[1], {}), target, by)
         for table, key in ((self._pairs, pair), (self._led, pair[0]), (self._followed, pair[1])):
@@ -193,10 +200,8 @@ class LockstepDetector:
     def locked_pairs(self) -> list[Pair]:
         """The pairs that pass every bar now (module doc)."""
         cfg, out = self.cfg, []
-        for (lead, follow), targets in self._pairs.items():
-            n = len(targets)
-            if n < cfg.min_targets:
-                continue
+        for lead, follow in self._candidates:
+            n = len(self._pairs[lead, follow])
             back = len(self._pairs.get((follow, lead), ()))
             busier = max(len(self._targets.get(lead, ())), len(self._targets.get(follow, ())))
             if (n / (n + back) >= cfg.min_order and n / busier >= cfg.min_share
