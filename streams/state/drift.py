@@ -66,7 +66,7 @@ class _Agent:
 
     def __init__(self, dim: int) -> None:
         self.keys: list[tuple[float, str]] = []
-        self.vecs = np.zeros((16, dim), dtype=np.float32)
+        self.vecs = np.zeros((2, dim), dtype=np.float32)  # doubled as it fills
         self.off = 0  # rows before off were dropped (max_posts); compacted lazily
         self.n = 0
         self.early = np.zeros(dim)
@@ -114,7 +114,7 @@ class _Agent:
 
     def _grow(self) -> None:
         rows = self.rows()
-        cap = max(16, 2 * self.n)
+        cap = max(2, 2 * self.n)
         vecs = np.zeros((cap, rows.shape[1]), dtype=np.float32)
         vecs[:self.n] = rows
         self.vecs, self.off = vecs, 0

@@ -129,7 +129,7 @@ class FeedbackEngine:
                 self.late_posts_total += 1
                 return
             a.keys.insert(i, key)
-            a.vecs.insert(i, np.asarray(act.vector, dtype=np.float64))
+            a.vecs.insert(i, np.asarray(act.vector))  # as given (float32): shared, not copied
             a.last_t = max(a.last_t, act.t)
         elif act.kind == "score" and act.target_kind == "post" and act.score is not None:
             a = self._agent(act.agent)
@@ -159,7 +159,8 @@ class FeedbackEngine:
     def _score(self, name: str, a: _Agent, settle_at: float) -> None:
         cfg, w = self.cfg, self.cfg.window
         k = a.base // w
-        cur, nxt = np.array(a.vecs[:w]), np.array(a.vecs[w:2 * w])
+        cur = np.array(a.vecs[:w], dtype=np.float64)
+        nxt = np.array(a.vecs[w:2 * w], dtype=np.float64)
         scores = np.array([self._score_at(a.scores.get(item, []), settle_at)
                            for _, item in a.keys[:w]], dtype=np.float64)
         m = max(1, round(cfg.share * w))

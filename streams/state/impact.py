@@ -31,9 +31,11 @@ in absolute value (tested).
 Population figures are over the events of the last ``window_days`` (30) UTC days (per-day
 sums: mergeable, bounded); the per-agent figure (mean delta, events) is cumulative.
 Memory per agent: the posts that a pending or future event can still use (the 20 before the
-clock minus ``lateness_s`` and the newer ones) as float64 unit vectors, and ``v*`` of each
-pending event (at most ``max_pending``: beyond, the oldest is dropped, counted). Agents
-silent for ``idle_s`` (30 days) are dropped with their figures.
+clock minus ``lateness_s`` and the newer ones), their vectors kept as the acts carry them
+(float32, not copied: the router's post vector is shared by its comments' ``v*``) with their
+norms, and ``v*`` of each pending event (at most ``max_pending``: beyond, the oldest is
+dropped, counted); cosines are computed in float64. Agents silent for ``idle_s`` (30 days)
+are dropped with their figures. Per day of the window: two float64 d-vectors.
 
 >>> import numpy as np
 >>> e = ImpactEngine(ImpactConfig(posts=2))
@@ -48,6 +50,7 @@ silent for ``idle_s`` (30 days) are dropped with their figures.
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
@@ -78,27 +81,23 @@ class ImpactConfig:
     bins: int = 2000  # per-agent mean delta in [-1, 1]: quantiles within 0.001
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    v = np.asarray(v, dtype=np.float64)
-    return v / np.linalg.norm(v)
-
-
 class _Agent:
-    __slots__ = ("keys", "ts", "vecs", "events", "vstar", "n", "sum", "last_t")
+    __slots__ = ("keys", "ts", "vecs", "norms", "events", "vstar", "n", "sum", "last_t")
 
     def __init__(self) -> None:
         self.keys: list[tuple[float, str]] = []  # posts, in order
         self.ts: list[float] = []
-        self.vecs: list[np.ndarray] = []
+        self.vecs: list[np.ndarray] = []  # as given (float32), shared with the act, not copied
+        self.norms: list[float] = []
         self.events: list[tuple[float, str]] = []  # pending comments, in order
-        self.vstar: dict[str, np.ndarray] = {}
+        self.vstar: dict[str, np.ndarray] = {}  # as given: the router shares one per post
         self.n = 0
         self.sum = 0.0
         self.last_t = -math.inf
 
     def nbytes(self) -> int:
         vecs = sum(v.nbytes for v in self.vecs) + sum(v.nbytes for v in self.vstar.values())
-        return vecs + 150 * len(self.keys) + 200 * len(self.events) + 200
+        return vecs + 180 * len(self.keys) + 200 * len(self.events) + 200
 
 
 class _Day:
@@ -116,6 +115,9 @@ class ImpactEngine:
         self._agents: dict[str, _Agent] = {}
         self._days: dict[int, _Day] = {}
         self.clock = -math.inf
+        self._touched: set[str] = set()  # agents with acts since the last expire
+        self._due: list[tuple[float, str]] = []  # (clock at which its first event may be read)
+        self._swept = -math.inf  # the last idle sweep (daily: it visits every agent)
         self.counts = {"events": 0, "incomplete": 0, "self": 0, "no_target": 0, "late": 0,
                        "dropped": 0}
 
@@ -123,6 +125,7 @@ class ImpactEngine:
         a = self._agents.get(name)
         if a is None:
             a = self._agents[name] = _Agent()
+        self._touched.add(name)
         return a
 
     def update(self, act: Act) -> None:
@@ -132,14 +135,16 @@ class ImpactEngine:
             i = bisect_left(a.keys, key)
             if i < len(a.keys) and a.keys[i] == key:
                 return
-            v = _unit(act.vector)
+            v = np.asarray(act.vector)
+            n = float(np.linalg.norm(v.astype(np.float64)))
             a.keys.insert(i, key)
             a.ts.insert(i, act.t)
             a.vecs.insert(i, v)
+            a.norms.insert(i, n)
             a.last_t = max(a.last_t, act.t)
             day = self._day(act.t, len(v))
             day.posts += 1
-            day.post_sum += v
+            day.post_sum += v / n
         elif act.kind == "comment":
             if act.target_vector is None or not np.any(act.target_vector):
                 self.counts["no_target"] += 1
@@ -154,7 +159,7 @@ class ImpactEngine:
                 if i < len(a.events) and a.events[i] == key:
                     return
                 a.events.insert(i, key)
-                a.vstar[act.item_id] = _unit(act.target_vector)
+                a.vstar[act.item_id] = np.asarray(act.target_vector)
                 a.last_t = max(a.last_t, act.t)
                 if len(a.events) > self.cfg.max_pending:
                     _, item = a.events.pop(0)
@@ -166,23 +171,43 @@ class ImpactEngine:
         cfg = self.cfg
         self.clock = max(self.clock, now)
         cutoff = self.clock - cfg.lateness_s
-        for name in list(self._agents):
-            a = self._agents[name]
-            keep = []
-            for key in a.events:
+        work, self._touched = self._touched, set()
+        while self._due and self._due[0][0] <= self.clock:
+            work.add(heapq.heappop(self._due)[1])
+        for name in work:  # an agent without new acts or a due event has nothing to do
+            a = self._agents.get(name)
+            if a is None:
+                continue
+            done = 0
+            for key in a.events:  # readiness is monotone in event order: stop at the first
                 if not self._read(name, a, key, cutoff):
-                    keep.append(key)
-            a.events = keep
+                    break
+                done += 1
+            del a.events[:done]
+            if a.events:
+                heapq.heappush(self._due, (self._due_at(a), name))
             # posts a pending or future event (time >= m) can still use
             m = min([cutoff] + [t for t, _ in a.events[:1]])
             start = max(bisect_left(a.ts, m) - cfg.posts, bisect_left(a.ts, m - cfg.horizon_s))
             if start > 0:
-                del a.keys[:start], a.ts[:start], a.vecs[:start]
-            if a.last_t < self.clock - cfg.idle_s:
+                del a.keys[:start], a.ts[:start], a.vecs[:start], a.norms[:start]
+        if self.clock >= self._swept + DAY:
+            self._swept = self.clock
+            for name in [n for n, a in self._agents.items()
+                         if a.last_t < self.clock - cfg.idle_s]:
                 del self._agents[name]
+                self._touched.discard(name)
         first = int(self.clock // DAY) - cfg.window_days + 1
         for d in [d for d in self._days if d < first]:
             del self._days[d]
+
+    def _due_at(self, a: _Agent) -> float:
+        """The clock at which the first pending event becomes readable without new acts."""
+        cfg, t = self.cfg, a.events[0][0]
+        j = bisect_right(a.ts, t)
+        hi = min(j + cfg.posts, bisect_right(a.ts, t + cfg.horizon_s))
+        ready = t + cfg.horizon_s if hi - j < cfg.posts else min(t + cfg.horizon_s, a.ts[hi - 1])
+        return ready + cfg.lateness_s
 
     def _read(self, name: str, a: _Agent, key: tuple[float, str], cutoff: float) -> bool:
         """Read one pending event if complete; True when it is done with."""
@@ -193,11 +218,14 @@ class ImpactEngine:
         if not ((hi - j == cfg.posts and a.ts[hi - 1] <= cutoff) or t + cfg.horizon_s <= cutoff):
             return False
         lo = max(i - cfg.posts, bisect_left(a.ts, t - cfg.horizon_s))
-        v = a.vstar.pop(item)
+        v = a.vstar.pop(item).astype(np.float64)
         if i - lo < cfg.min_side or hi - j < cfg.min_side:
             self.counts["incomplete"] += 1
             return True
-        pre, post = np.array(a.vecs[lo:i]), np.array(a.vecs[j:hi])
+        v /= np.linalg.norm(v)
+        # unit rows (float64): S(W, v*) is the mean of their dot products with v*
+        pre = np.array(a.vecs[lo:i], dtype=np.float64) / np.array(a.norms[lo:i])[:, None]
+        post = np.array(a.vecs[j:hi], dtype=np.float64) / np.array(a.norms[j:hi])[:, None]
         delta = float((post @ v).mean() - (pre @ v).mean())
         a.n += 1
         a.sum += delta
