@@ -32,9 +32,12 @@ segments; the other n-grams' store is sorted by the pairs' key (``searchsorted``
 distinct-adopter count. A cascade's readable words are taken, when it crosses
 ``min_adopters``, from a buffered text that adopted it (:func:`streams.text.ngram_text`), and
 its earlier adoptions move to the cascades' store (found by binary searches of its key range:
-no pass over the store). A merge rewrites the stores, so the buffer grows to a quarter of the
-cascades' store (at most 16 x ``flush_every`` pairs) before one: the rewrite costs O(1) a
-pair.
+no pass over the store). The cascades' store has two levels: a merge inserts into the recent
+one (O(recent)), which goes into the main one in one pass once it is an eighth of it (O(1) an
+adoption amortised), so a flush does not rewrite every adoption ever taken (the periodic
+analysis flushes every ~10k texts: with one level that rewrite grew with the history). The
+buffer grows to a quarter of the cascades' store (at most 16 x ``flush_every`` pairs) before a
+merge.
 
 Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, once the texts
 since the last analysis reach ``analysis_min_texts`` or the number the last one covered,
@@ -55,7 +58,8 @@ reducer, which snapshots every second, and a replay agree.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
 adopter count, last adoption) plus 12 bytes per adoption of a non-cascade (id, text) in its
-store; 4 bytes per cascade adoption (its text) and 32 per cascade plus its words; 12
+store; 4 bytes per cascade adoption (its text; 8 more while in the recent level, at most an
+eighth of them) and 40 per cascade plus its words; 12
 bytes per text (time and agent); the buffer (~10 bytes a buffered pair: word ids and the
 texts' word lists). When full, the n-grams that are not cascades with the fewest adopters
 (oldest first) are evicted down to ``evict_to`` x ``max_tracked``, with their adoptions (a
@@ -63,7 +67,7 @@ pass over the non-cascades' store only, which the table bounds);
 ``cascade_ngrams_evicted_total`` and ``cascade_evicted_adopters_max`` say what was lost: sizes
 are exact for every n-gram never evicted, and an evicted n-gram that comes back restarts with
 at most that many adopters missing. Cascades themselves are never evicted (their adoptions are
-the cascade): memory = table + 4 bytes x total cascade size + 32 bytes and the words a cascade
+the cascade): memory = table + ~5 bytes x total cascade size + 40 bytes and the words a cascade
 + 12 bytes a text. Agents are indexed once (~100 bytes each, the society's size).
 
 >>> from datetime import datetime, timezone
@@ -105,7 +109,9 @@ BYTES_PER_NGRAM = 8 + 4 + 8  # id, adopters, last adoption
 BYTES_PER_ADOPTION = 8 + 4  # a non-cascade n-gram's: id, text of first use
 BYTES_PER_CASCADE_ADOPTION = 4  # a cascade's: its text of first use (the agent is the text's)
 BYTES_PER_TEXT = 8 + 4  # each text's time and agent (first uses refer to their text)
-BYTES_PER_CASCADE = 8 + 8 + 8 + 8  # its id, number, segment start, end of its words (+ words)
+BYTES_PER_CASCADE = 8 + 8 + 8 + 8 + 8  # id, number, segment starts (2 levels), end of words
+MERGE_MIN = 1024  # recent cascade adoptions held before a first merge
+BYTES_PER_RECENT_ADOPTION = 8  # a recent cascade adoption's main insertion point (+ 4)
 
 
 def kept_ngrams(text: Text, n_range: tuple[int, int] = (3, 5), max_stop_share: float = 0.5,
@@ -352,55 +358,107 @@ class _Store:
 class _Cascades:
     """Adoptions of the cascades: the index of each adoption's text of first use (4 bytes: the
     agent is the text's), one segment per cascade (cascades are numbered in order of crossing
-    and never evicted), sorted by agent within it."""
+    and never evicted), sorted by agent within it.
 
-    __slots__ = ("ev", "indptr")
+    Two levels, so that a flush does not rewrite every adoption ever taken: the main arrays
+    (``ev``, ``indptr``) and the recent adoptions (``dev``, ``dindptr``, same layout) with,
+    for each, its insertion point in the main arrays (``dmain``, valid until the merge: the
+    main arrays only change there). A flush inserts into the recent level (O(recent)); once
+    it holds more than an eighth of the main one, one pass merges it in (O(main), at most
+    once per main / 8 adoptions: O(1) an adoption). 12 bytes a recent adoption meanwhile."""
+
+    __slots__ = ("ev", "indptr", "dev", "dindptr", "dmain")
 
     def __init__(self) -> None:
         self.ev = np.empty(0, np.uint32)
         self.indptr = np.zeros(1, np.int64)
+        self.dev = np.empty(0, np.uint32)
+        self.dindptr = np.zeros(1, np.int64)
+        self.dmain = np.empty(0, np.int64)
 
     def __len__(self) -> int:
-        return len(self.ev)
+        return len(self.ev) + len(self.dev)
 
     def nbytes(self) -> int:
-        return self.ev.nbytes + self.indptr.nbytes
+        return (self.ev.nbytes + self.indptr.nbytes + self.dev.nbytes + self.dindptr.nbytes
+                + self.dmain.nbytes)
 
     def grow(self, k: int) -> None:
         """k new (empty) cascades."""
         self.indptr = np.concatenate((self.indptr, np.full(k, self.indptr[-1])))
+        self.dindptr = np.concatenate((self.dindptr, np.full(k, self.dindptr[-1])))
+
+    def ends(self) -> tuple[int, int]:
+        """Insertion points (recent, main) after every cascade: a new cascade's adoptions."""
+        return len(self.dev), len(self.ev)
 
     def find(self, cno: np.ndarray, agent: np.ndarray, text_agent: np.ndarray,
-             ) -> tuple[np.ndarray, np.ndarray]:
-        """(found mask, position when found else insertion point) of (cascade, agent) pairs:
-        a binary search in each one's segment, all pairs at once (log2 of the largest
-        cascade vectorised steps)."""
-        lo, end = self.indptr[cno], self.indptr[cno + 1]
-        if not len(self.ev):
-            return np.zeros(len(cno), bool), lo
-        hi = end.copy()
-        last = len(self.ev) - 1
-        for _ in range(int((end - lo).max(initial=0)).bit_length()):
-            mid = (lo + hi) >> 1
-            less = text_agent[self.ev[np.minimum(mid, last)]] < agent
-            open_ = lo < hi
-            lo = np.where(open_ & less, mid + 1, lo)
-            hi = np.where(open_ & ~less, mid, hi)
-        found = lo < end
-        found[found] = text_agent[self.ev[lo[found]]] == agent[found]
-        return found, lo
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(found mask, where, main insertion point) of (cascade, agent) pairs sorted by
+        cascade then agent: ``where`` is a found pair's place (below ``len(ev)``: in the main
+        arrays, else ``len(ev)`` + its place in the recent ones), a new pair's insertion
+        point in the recent arrays."""
+        fm, pm = _segment_search(self.ev, self.indptr, cno, agent, text_agent)
+        fd, pd = _segment_search(self.dev, self.dindptr, cno, agent, text_agent)
+        where = np.where(fm, pm, np.where(fd, len(self.ev) + pd, pd))
+        return fm | fd, where, pm
 
-    def add(self, cno: np.ndarray, texts: np.ndarray, pos: np.ndarray) -> None:
+    def earliest(self, where: np.ndarray, t: np.ndarray, x: np.ndarray, times: np.ndarray,
+                 ) -> None:
+        """Found pairs (``where`` from :meth:`find`): first use = the earlier of the stored
+        text and ``x`` (at time ``t``)."""
+        main = where < len(self.ev)
+        for column, at, tt, xx in ((self.ev, where[main], t[main], x[main]),
+                                   (self.dev, where[~main] - len(self.ev), t[~main],
+                                    x[~main])):
+            earlier = tt < times[column[at]]
+            column[at[earlier]] = xx[earlier]
+
+    def add(self, cno: np.ndarray, texts: np.ndarray, pos: np.ndarray, main_pos: np.ndarray,
+            ) -> None:
         """Insert adoptions (sorted by cascade then agent, none present) at their insertion
-        points ``pos`` (as :meth:`find` gives them)."""
+        points (as :meth:`find` gives them) into the recent level; merge it into the main one
+        once it is over an eighth of it."""
         if len(cno):
-            at, old = _places(pos, len(self.ev))
-            self.ev = _placed(self.ev, texts, at, old)
-            self.indptr[1:] += np.cumsum(np.bincount(cno, minlength=len(self.indptr) - 1))
+            at, old = _places(pos, len(self.dev))
+            self.dev = _placed(self.dev, texts, at, old)
+            self.dmain = _placed(self.dmain, main_pos, at, old)
+            self.dindptr[1:] += np.cumsum(np.bincount(cno, minlength=len(self.dindptr) - 1))
+        if len(self.dev) > max(len(self.ev) // 8, MERGE_MIN):
+            # the recent adoptions are in (cascade, agent) order, so their main insertion
+            # points ascend: one pass places them
+            at, old = _places(self.dmain, len(self.ev))
+            self.ev = _placed(self.ev, self.dev, at, old)
+            self.indptr += self.dindptr
+            self.dev = np.empty(0, np.uint32)
+            self.dmain = np.empty(0, np.int64)
+            self.dindptr = np.zeros(len(self.indptr), np.int64)
 
     def of(self, number: int) -> np.ndarray:
-        """Texts of first use of one cascade's adoptions (agent order)."""
-        return self.ev[self.indptr[number]:self.indptr[number + 1]]
+        """Texts of first use of one cascade's adoptions."""
+        return np.concatenate((self.ev[self.indptr[number]:self.indptr[number + 1]],
+                               self.dev[self.dindptr[number]:self.dindptr[number + 1]]))
+
+
+def _segment_search(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.ndarray,
+                    text_agent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(found mask, position when found else insertion point) of (cascade, agent) pairs in a
+    level: a binary search in each one's segment, all pairs at once (log2 of the largest
+    segment vectorised steps)."""
+    lo, end = indptr[cno], indptr[cno + 1]
+    if not len(ev):
+        return np.zeros(len(cno), bool), lo
+    hi = end.copy()
+    last = len(ev) - 1
+    for _ in range(int((end - lo).max(initial=0)).bit_length()):
+        mid = (lo + hi) >> 1
+        less = text_agent[ev[np.minimum(mid, last)]] < agent
+        open_ = lo < hi
+        lo = np.where(open_ & less, mid + 1, lo)
+        hi = np.where(open_ & ~less, mid, hi)
+    found = lo < end
+    found[found] = text_agent[ev[lo[found]]] == agent[found]
+    return found, lo
 
 
 @dataclass(slots=True)
@@ -609,8 +667,8 @@ class CascadeEngine:
         ag = (ku[ci] & AGENT_MASK).astype(np.int64)
         ob = np.argsort((cno.astype(np.uint64) << np.uint64(32)) | ag.astype(np.uint64))
         ci, cno, ag = ci[ob], cno[ob], ag[ob]
-        found_b, at_b = self._big.find(cno, ag, self._ta)
-        self._earliest(self._big.ev, at_b[found_b], tu[ci[found_b]], xu[ci[found_b]])
+        found_b, at_b, main_b = self._big.find(cno, ag, self._ta)
+        self._big.earliest(at_b[found_b], tu[ci[found_b]], xu[ci[found_b]], self._tt)
         # the other pairs: by (n-gram id prefix, agent), then id
         rest = np.ones(len(ku), bool)
         rest[ci] = False
@@ -628,7 +686,7 @@ class CascadeEngine:
         new_s, pos_s = rest[~found_s], at_s[~found_s]
         stay = ~is_cascade[new_s]
         self._small.add(gu[new_s[stay]], xu[new_s[stay]], pos_s[stay])
-        adds = [(cno[~found_b], xu[ci[~found_b]], at_b[~found_b])]
+        adds = [(cno[~found_b], xu[ci[~found_b]], at_b[~found_b], main_b[~found_b])]
         if len(crossed):  # number the new cascades; their earlier adoptions join their store
             at, old = _places(np.searchsorted(self._cids, crossed), len(self._cids))
             self._cids = _placed(self._cids, crossed, at, old)
@@ -649,7 +707,9 @@ class CascadeEngine:
             jc = self._cnos[np.searchsorted(self._cids, np.concatenate(gids))]
             # new cascades: appended, after the others
             order = np.argsort((jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt])
-            adds.append((jc[order], jt[order], np.full(len(jt), len(self._big))))
+            recent_end, main_end = self._big.ends()
+            adds.append((jc[order], jt[order], np.full(len(jt), recent_end),
+                         np.full(len(jt), main_end)))
         self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)))
         if len(self._keys) > self.config.max_tracked:
             self._evict()

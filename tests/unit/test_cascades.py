@@ -119,6 +119,20 @@ def test_exposures_read_the_edges_newer_than_the_index(reference) -> None:
     check_exposures(eng, reference)
 
 
+@pytest.mark.parametrize("merge_min", [0, 200])
+def test_two_level_store_merges_exactly(reference, monkeypatch, merge_min: int) -> None:
+    """The cascades' recent adoptions merged into the main level at every flush, or after
+    200 (some then left recent at the end): the same sizes, adopters and exposures."""
+    monkeypatch.setattr(cascades, "MERGE_MIN", merge_min)
+    eng = run(CascadeConfig(min_adopters=3, flush_every=300))
+    big = eng._big
+    assert len(big.ev) > 0 and (len(big.dev) > 0) == (merge_min > 0)
+    assert eng.sizes() == {g: len(a) for g, a in reference.items()}
+    for gram in list(reference)[:20]:
+        assert eng.adopters(gram) == reference[gram]
+    check_exposures(eng, reference)
+
+
 def check_exposures(engine: CascadeEngine, reference: dict[str, dict[str, float]]) -> None:
     g = InteractionGraph(retain_days=10_000)
     for it in items():
@@ -183,13 +197,14 @@ def test_bounded_table_only_loses_small_ngrams(reference) -> None:
 
 def test_state_bytes_are_the_layout(engine) -> None:
     """The stated bytes: per tracked n-gram, per adoption of a non-cascade, per cascade
-    adoption (4), per cascade, per text."""
+    adoption (4, and 8 more while recent), per cascade, per text."""
     ids, sizes = engine._cascades()
     small = engine.adoptions_total - int(sizes.sum())
     assert engine.nbytes() == (cascades.BYTES_PER_NGRAM * engine.tracked()
                                + cascades.BYTES_PER_ADOPTION * small
                                + cascades.BYTES_PER_CASCADE_ADOPTION * int(sizes.sum())
-                               + cascades.BYTES_PER_CASCADE * len(ids) + 8 + 8
+                               + cascades.BYTES_PER_CASCADE * len(ids) + 8 + 8 + 8
+                               + cascades.BYTES_PER_RECENT_ADOPTION * len(engine._big.dev)
                                + sum(len(g.encode()) for g in engine.sizes())
                                + cascades.BYTES_PER_TEXT * engine._ntt)
 
