@@ -940,7 +940,11 @@ class CascadeEngine:
             self._fit_key = key
             self._fit = (fit_discrete_power_law(sizes, max_candidates=cfg.max_xmin_candidates)
                          if len(sizes) >= 2 else None)
-        order = np.lexsort((ids, -sizes))[:cfg.exposure_cascades]
+        k = cfg.exposure_cascades
+        cand = np.arange(len(sizes))
+        if len(sizes) > k:  # the k largest (ties at the k-th kept) sorted, not all of them
+            cand = np.flatnonzero(sizes >= np.partition(sizes, len(sizes) - k)[len(sizes) - k])
+        order = cand[np.lexsort((ids[cand], -sizes[cand]))][:k]
         largest, lsizes = ids[order].tolist(), sizes[order].tolist()
         nodes = self._graph_map()
         cap = cfg.max_exposure

@@ -119,6 +119,15 @@ def test_exposures_read_the_edges_newer_than_the_index(reference) -> None:
     check_exposures(eng, reference)
 
 
+def test_exposure_analysis_covers_the_largest_cascades(reference) -> None:
+    """Over ``exposure_cascades`` cascades, the largest that many (ties by id) are analysed
+    and listed, largest first."""
+    eng = run(CascadeConfig(min_adopters=3, exposure_cascades=10, shown=10))
+    want = sorted(reference, key=lambda g: (-len(reference[g]), eng._gram_id(g)))[:10]
+    assert len(reference) > 10
+    assert [c["ngram"] for c in eng.snapshot().details["cascades"]] == want
+
+
 @pytest.mark.parametrize("merge_min", [0, 200])
 def test_two_level_store_merges_exactly(reference, monkeypatch, merge_min: int) -> None:
     """The cascades' recent adoptions merged into the main level at every flush, or after
