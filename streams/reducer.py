@@ -109,6 +109,9 @@ class AgentValues:
     cumulative: dict[str, float]
     supernodes: dict[str, dict[str, Any]]
     roles: dict[str, int]
+    # the action plane's co-action per agent (the lockstep detector's window: it needs every
+    # agent's acts on a thread, so the reducer has it, not the agents partitions)
+    coaction: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 #: What a checkpoint holds (a plain tuple: nothing of this module is pickled): the pipeline,
@@ -269,5 +272,10 @@ class Reducer:
             return None
         self.agents_dirty = False
         influence = self.pipeline.influence
-        return AgentValues(influence.scores("window"), influence.scores("cumulative"),
-                           influence.supernode_records(), self.pipeline.roles.roles())
+        window = influence.scores("window")
+        suite = self.pipeline.detectors
+        lockstep = suite.detectors.get("lockstep") if suite is not None else None
+        coaction = {} if lockstep is None else {
+            a: c for a in window if (c := lockstep.coaction(a)) is not None}  # type: ignore[attr-defined]
+        return AgentValues(window, influence.scores("cumulative"),
+                           influence.supernode_records(), self.pipeline.roles.roles(), coaction)

@@ -52,12 +52,17 @@ def top_agents(r: RedisDep, settings: SettingsDep, graph: Graph = "window",
 @router.get("/{name}")
 def agent(name: str, r: RedisDep, settings: SettingsDep) -> dict[str, Any]:
     """An agent's rank and PageRank in both graphs, super-node record and role, and its
-    per-agent profile by plane (``content_plane``, ``action_plane``)."""
+    per-agent profile by plane (``content_plane``, ``action_plane``, which also holds its
+    co-action in the lockstep window)."""
     found = AgentStore(r, settings.topic_prefix).agent(name)
     profile = AgentProfileStore(r, settings.topic_prefix, settings.partitions).profile(name)
     if found is None and profile is None:
         raise HTTPException(404, f"no agent {name!r} in the interaction graph or the "
                                  "per-agent stage")
     out = found or {"agent": name, "window": None, "cumulative": None,
-                    "supernode_history": None, "role": None}
-    return {**out, **(planes(profile) or {"content_plane": None, "action_plane": None})}
+                    "supernode_history": None, "role": None, "coaction": None}
+    coaction = out.pop("coaction")
+    split = planes(profile) or {"content_plane": {}, "action_plane": {}}
+    if coaction is not None:  # the reducer's: co-action needs every agent's acts on a thread
+        split["action_plane"]["coaction"] = coaction
+    return {**out, **split}

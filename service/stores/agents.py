@@ -3,7 +3,8 @@ and cumulative graphs, super-node records, roles.
 
 Keys (prefix ``moltscope``): ``:pagerank:window`` and ``:pagerank:cumulative`` sorted sets
 agent -> PageRank (rank = ``ZREVRANK`` + 1); ``:supernodes`` hash agent -> record JSON;
-``:roles`` hash agent -> role (0 = the periphery). Each is replaced whole and atomically
+``:roles`` hash agent -> role (0 = the periphery); ``:coaction`` hash agent -> its co-action
+in the lockstep detector's window (JSON). Each is replaced whole and atomically
 (written under a temporary key, then renamed), so a reader never sees half a vector.
 Memory: about 100 bytes an agent a sorted set.
 
@@ -56,6 +57,7 @@ class AgentStore:
         self._replace(f"{self.p}:pagerank:cumulative", "zset", values.cumulative)
         self._replace(f"{self.p}:supernodes", "hash", values.supernodes)
         self._replace(f"{self.p}:roles", "hash", values.roles)
+        self._replace(f"{self.p}:coaction", "hash", values.coaction)
 
     def top(self, graph: Graph, k: int) -> list[dict[str, Any]]:
         rows = self.r.zrevrange(f"{self.p}:pagerank:{graph}", 0, k - 1, withscores=True)
@@ -70,7 +72,8 @@ class AgentStore:
             pipe.zcard(f"{self.p}:pagerank:{graph}")
         pipe.hget(f"{self.p}:supernodes", name)
         pipe.hget(f"{self.p}:roles", name)
-        w_rank, w_score, w_n, c_rank, c_score, c_n, record, role = pipe.execute()
+        pipe.hget(f"{self.p}:coaction", name)
+        w_rank, w_score, w_n, c_rank, c_score, c_n, record, role, coaction = pipe.execute()
         if w_rank is None and c_rank is None and record is None and role is None:
             return None
 
@@ -80,7 +83,8 @@ class AgentStore:
         return {"agent": name, "window": graph_view(w_rank, w_score, w_n),
                 "cumulative": graph_view(c_rank, c_score, c_n),
                 "supernode_history": json.loads(record) if record else None,
-                "role": None if role is None else int(json.loads(role))}
+                "role": None if role is None else int(json.loads(role)),
+                "coaction": json.loads(coaction) if coaction else None}
 
 
 class AgentProfileStore:

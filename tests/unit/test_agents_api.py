@@ -14,8 +14,9 @@ from fastapi.testclient import TestClient
 from service.api.app import create_app
 from service.api.deps import redis_dep, settings_dep
 from service.config import Settings
-from service.stores.agents import AgentProfileStore, SocietyStore
+from service.stores.agents import AgentProfileStore, AgentStore, SocietyStore
 from streams.agent_stage import AgentPartition, AgentStage, Society, agent_partition, planes
+from streams.reducer import AgentValues
 from tests.unit.agent_acts import synthetic_acts
 
 PARTITIONS = 3
@@ -77,6 +78,18 @@ def test_agent_profile_has_both_planes(client: tuple[TestClient, AgentStage]) ->
     assert body["action_plane"] == want["action_plane"]
     assert body["window"] is None  # not in the interaction graph: the stage alone answers
     assert http.get("/v1/agents/nobody").status_code == 404
+
+
+def test_agent_coaction_joins_the_action_plane(client: tuple[TestClient, AgentStage],
+                                               redis_client: redis.Redis) -> None:
+    http, _ = client
+    coaction = {"targets": 6, "coacted_targets": 6, "coaction_share": 1.0, "led_targets": 6,
+                "followed_targets": 0, "lead_share": 1.0, "locked_partners": ["agent4"]}
+    AgentStore(redis_client, "api").write(AgentValues({"agent3": 0.2}, {"agent3": 0.1}, {},
+                                                      {"agent3": 1}, {"agent3": coaction}))
+    body = http.get("/v1/agents/agent3").json()
+    assert body["window"]["rank"] == 1 and body["role"] == 1
+    assert body["action_plane"]["coaction"] == coaction and "action" in body["action_plane"]
 
 
 def test_unknown_sort_key_is_a_clear_422(client: tuple[TestClient, AgentStage]) -> None:
