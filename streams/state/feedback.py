@@ -48,6 +48,7 @@ unscored settles after ``now``), and ``8 * draws`` bytes of null sums. Agents si
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ from streams.state.agentdist import QUANTILES, Dist, seed_of
 from streams.state.base import Sample, Snapshot
 
 TOP_AGENTS = 10
+DAY = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +119,9 @@ class FeedbackEngine:
         self.now = -math.inf
         self.late_posts_total = 0
         self.pairs_total = 0
+        self._touched: set[str] = set()  # agents with acts since the last expire
+        self._due: list[tuple[float, str]] = []  # (clock at which an agent has work, agent)
+        self._swept = -math.inf  # the last idle sweep (daily: it visits every agent)
 
     def update(self, act: Act) -> None:
         if act.kind == "post" and act.vector is not None and np.any(act.vector):
@@ -142,18 +147,32 @@ class FeedbackEngine:
         a = self._agents.get(name)
         if a is None:
             a = self._agents[name] = _Agent()
+        self._touched.add(name)
         return a
 
     def expire(self, now: float) -> None:
-        """Move the clock: score the settled pairs, prune score changes, drop idle agents."""
+        """Move the clock: score the settled pairs, prune score changes, drop idle agents.
+        Visits only the agents with acts since the last call or work now due."""
         self.now = max(self.now, now)
-        w = self.cfg.window
-        for name in list(self._agents):
-            a = self._agents[name]
-            while len(a.keys) >= 2 * w and a.keys[2 * w - 1][0] + self.cfg.settle_s <= self.now:
-                self._score(name, a, a.keys[2 * w - 1][0] + self.cfg.settle_s)
-            self._prune(a)
-            if a.last_t < self.now - self.cfg.idle_s:
+        w, settle = self.cfg.window, self.cfg.settle_s
+        work, self._touched = self._touched, set()
+        while self._due and self._due[0][0] <= self.now:
+            work.add(heapq.heappop(self._due)[1])
+        for name in work:
+            a = self._agents.get(name)
+            if a is None:
+                continue
+            while len(a.keys) >= 2 * w and a.keys[2 * w - 1][0] + settle <= self.now:
+                self._score(name, a, a.keys[2 * w - 1][0] + settle)
+            due = self._prune(a)
+            if len(a.keys) >= 2 * w:
+                due = min(due, a.keys[2 * w - 1][0] + settle)
+            if due < math.inf:
+                heapq.heappush(self._due, (due, name))
+        if self.now >= self._swept + DAY:
+            self._swept = self.now
+            for name in [n for n, a in self._agents.items()
+                         if a.last_t < self.now - self.cfg.idle_s]:
                 del self._agents[name]
 
     def _score(self, name: str, a: _Agent, settle_at: float) -> None:
@@ -181,15 +200,23 @@ class FeedbackEngine:
         i = bisect_right(changes, (t, math.inf))
         return changes[i - 1][1] if i else 0
 
-    def _prune(self, a: _Agent) -> None:
+    def _prune(self, a: _Agent) -> float:
+        """Drop what no pair can read; returns when an orphan score is next due to go."""
         pending = {item for _, item in a.keys}
+        due = math.inf
         for item, changes in list(a.scores.items()):
             i = bisect_right(changes, (self.now, math.inf))
             if i > 1:  # one settled value at or before now is enough: pairs settle after now
                 del changes[:i - 1]
+            if item in pending:
+                continue
             # a score for a post never seen (or already scored): its post would be late by now
-            if item not in pending and changes[-1][0] < self.now - self.cfg.settle_s:
+            gone = changes[-1][0] + self.cfg.settle_s
+            if gone <= self.now:
                 del a.scores[item]
+            else:
+                due = min(due, gone)
+        return due
 
     def _figures(self, a: _Agent) -> tuple[float, float, float] | None:
         if not a.scored or a.null_sum is None:

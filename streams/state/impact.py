@@ -129,14 +129,16 @@ class ImpactEngine:
         return a
 
     def update(self, act: Act) -> None:
-        if act.kind == "post" and act.vector is not None and np.any(act.vector):
+        if act.kind == "post" and act.vector is not None:
+            v = np.asarray(act.vector)
+            n = math.sqrt(float(np.dot(v, v.astype(np.float64))))
+            if n == 0.0:
+                return
             a = self._agent(act.agent)
             key = (act.t, act.item_id)
             i = bisect_left(a.keys, key)
             if i < len(a.keys) and a.keys[i] == key:
                 return
-            v = np.asarray(act.vector)
-            n = float(np.linalg.norm(v.astype(np.float64)))
             a.keys.insert(i, key)
             a.ts.insert(i, act.t)
             a.vecs.insert(i, v)
