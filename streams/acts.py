@@ -131,6 +131,7 @@ class ActRouter:
         self.horizon_s = horizon_s
         self.sweep_margin_s = sweep_margin_s
         self._posts: dict[str, _Post] = {}  # in arrival order (about event time): swept
+        self._unembedded: dict[str, str] = {}  # restored post id -> text, until re-embedded
         self.latest = -math.inf
         self.routed: Counter[str] = Counter()  # acts made, by kind
         self.unrouted: Counter[Unrouted] = Counter()  # events (or parts) without an act
@@ -138,9 +139,14 @@ class ActRouter:
     def __len__(self) -> int:
         return len(self._posts)
 
-    def route(self, event: Event, vector: np.ndarray | None = None) -> list[Act]:
-        """The acts of one de-duplicated event (``vector``: a post's embedding, if any)."""
+    def route(self, event: Event, vector: np.ndarray | None = None, *,
+              embed_later: bool = False) -> list[Act]:
+        """The acts of one de-duplicated event (``vector``: a post's embedding, if any;
+        ``embed_later``: a restore without vectors keeps the post's text until
+        :meth:`set_vectors` gives its vector)."""
         t = event.event_time.timestamp()
+        if embed_later and isinstance(event, PostEvent) and vector is None and event.text:
+            self._unembedded[event.post_id] = event.text
         out: list[Act]
         if isinstance(event, PostEvent):
             out = self._post(event, t, vector)
@@ -156,6 +162,18 @@ class ActRouter:
         for a in out:
             self.routed[a.kind] += 1
         return out
+
+    def unembedded(self) -> dict[str, str]:
+        """The texts of the held posts a restore left without a vector (post id -> text)."""
+        return {p: t for p, t in self._unembedded.items() if p in self._posts}
+
+    def set_vectors(self, vectors: dict[str, np.ndarray]) -> None:
+        """Give held posts their vectors (after a restore): later comments carry their v*."""
+        for pid, v in vectors.items():
+            post = self._posts.get(pid)
+            if post is not None:
+                post.vector = v
+        self._unembedded.clear()
 
     def _post(self, e: PostEvent, t: float, vector: np.ndarray | None) -> list[Act]:
         held = self._posts.get(e.post_id)
@@ -218,6 +236,7 @@ class ActRouter:
             if post.t >= cut:
                 break
             del self._posts[pid]
+            self._unembedded.pop(pid, None)
 
     def nbytes(self) -> int:
         """Approximate memory (bytes; vectors counted, shared strings not)."""

@@ -205,7 +205,8 @@ class Driver:
         return self._embedder.encode_batch(texts)
 
     def new_partition(self) -> PartitionState:
-        return PartitionState(self.config.dedup_capacity, self.config.pipeline.threads)
+        return PartitionState(self.config.dedup_capacity, self.config.pipeline.threads,
+                              embed=self.config.pipeline.embed)
 
     def new_agent_partition(self) -> AgentPartition:
         return AgentPartition(AgentStage(self.config.agent_stage))
@@ -288,6 +289,12 @@ def create_app(config: DriverConfig, io: Collaborators,
                     part = driver.parts[partition] = await loop.run_in_executor(
                         None, io.topics.restore_partition, partition, offset,
                         driver.new_partition())
+                    texts = part.router.unembedded()
+                    if texts:  # the restored posts' vectors, for the v* of later comments
+                        ids = list(texts)
+                        encoded = await loop.run_in_executor(None, driver.embed,
+                                                             [texts[i] for i in ids])
+                        part.router.set_vectors(dict(zip(ids, encoded, strict=True)))
                 elif offset < part.next_offset:  # re-seek to an older commit after a rebalance
                     continue
                 taken = part.take(raw, offset)

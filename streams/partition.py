@@ -57,7 +57,8 @@ class Rejected(NamedTuple):
 
 class PartitionState:
     def __init__(self, dedup_capacity: int = DEDUP_CAPACITY,
-                 threads: ThreadsConfig | None = None) -> None:
+                 threads: ThreadsConfig | None = None, embed: bool = False) -> None:
+        self.embed = embed  # posts are embedded: a restore keeps their texts to re-embed
         self.dedup = Dedup(dedup_capacity)
         self.threads = ThreadsEngine(threads)
         self.router = ActRouter()
@@ -78,10 +79,13 @@ class PartitionState:
 
     def restore(self, raw: bytes, offset: int) -> None:
         """Replay the record at ``offset`` of a handed partition: as :meth:`take`, and the
-        router learns its post or comment (its acts were forwarded by the previous owner)."""
+        router learns its post or comment (its acts were forwarded by the previous owner);
+        when texts are embedded it keeps the posts' texts until
+        :meth:`~streams.acts.ActRouter.set_vectors` (the ingest agent re-embeds them: the
+        vector cache has most)."""
         event = self.take(raw, offset)
         if event is not None and not isinstance(event, Rejected):
-            self.router.route(event)
+            self.router.route(event, embed_later=self.embed)
 
     def route(self, event: Event, vector: np.ndarray | None = None) -> list[Act]:
         """The acts of an event :meth:`take` admitted (``vector``: a post's embedding)."""

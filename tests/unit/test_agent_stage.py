@@ -329,3 +329,33 @@ def test_replay_report_writes_the_per_agent_table(tmp_path: Path) -> None:
     assert (tmp_path / "r.agents.csv").read_text().startswith('"agent",')
     assert {c.split("_")[0] for row in table for c in row if c != "agent"} >= {"action"}
     assert agent_rows({}) == []
+
+
+@pytest.mark.parametrize("embed", [True, False])
+def test_a_restored_router_gets_its_posts_vectors_back(embed: bool) -> None:
+    """A handed events partition is replayed without vectors; with embedding on, the router
+    keeps the restored posts' texts until the ingest agent re-embeds them, so later comments
+    carry v* as on the previous owner."""
+    from streams.partition import PartitionState
+
+    first_days = real_events()[0].event_time + timedelta(days=5)  # most of the real threads
+    events = [e for e in real_events() if isinstance(e, PostEvent | CommentEvent)
+              and e.event_time < first_days]
+    posts = [e for e in events if isinstance(e, PostEvent) and e.text]
+    part = PartitionState(embed=embed)
+    for offset, e in enumerate(posts):
+        part.restore(e.model_dump_json().encode(), offset)
+    texts = part.router.unembedded()
+    r = part.router
+    held = {p.post_id for p in posts
+            if p.event_time.timestamp() >= r.latest - r.horizon_s - r.sweep_margin_s}
+    assert set(texts) == (held if embed else set()) and len(held) > 3
+    part.router.set_vectors({pid: hash_vector(t) for pid, t in texts.items()})
+    assert part.router.unembedded() == {}
+    if not embed:
+        return
+    later = next(e for e in events if isinstance(e, CommentEvent) and e.author
+                 and e.post_id in texts)
+    [comment, *_] = part.route(later)
+    assert comment.target_vector is not None
+    assert float(comment.target_vector @ hash_vector(texts[later.post_id])) == pytest.approx(1)
