@@ -96,6 +96,11 @@ class Dist:
                 "lo": self.lo, "hi": self.hi, "counts": self.counts.tolist()}
 
 
+def finite(x: float) -> float | None:
+    """JSON-safe figure for details: None where there is none (NaN)."""
+    return None if math.isnan(x) else x
+
+
 def unit_draw(*keys: object) -> float:
     """Uniform in [0, 1) from a stable hash of ``keys`` (the same in every process)."""
     h = hashlib.blake2b("\x00".join(map(str, keys)).encode(), digest_size=8).digest()

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from streams.acts import Act
-from streams.state.agentdist import QUANTILES, Dist
+from streams.state.agentdist import QUANTILES, Dist, finite
 from streams.state.base import Sample, Snapshot
 
 KEY_BYTES = 120  # one (t, item_id) key in the sorted list: tuple, float, 36-char id, slot
@@ -258,8 +258,8 @@ class DriftEngine:
                    help="Drift state: vectors, sums and keys"),
         ]
         details = {"agent_drift": {
-            "distribution": dist.summary(), "consistency_mean": consistency,
-            "movement_mean": movement, "agents_tracked": counts["agents_tracked"],
+            "distribution": dist.summary(), "consistency_mean": finite(consistency),
+            "movement_mean": finite(movement), "agents_tracked": counts["agents_tracked"],
             "posts_total": counts["posts_total"], "repeats_total": counts["repeats_total"],
             "mean_d": None if sum_d is None else (sum_d / n).tolist(),
             "state_bytes": counts["state_bytes"]}}

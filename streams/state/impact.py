@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from streams.acts import Act
-from streams.state.agentdist import QUANTILES, Dist, unit_draw
+from streams.state.agentdist import QUANTILES, Dist, finite, unit_draw
 from streams.state.base import Sample, Snapshot
 
 DAY = 86400.0
@@ -332,8 +332,8 @@ class ImpactEngine:
                    (("reason", "max_pending"),), "counter", "Comments not taken as events"),
             Sample("impact_state_bytes", float(state), help="Impact state"),
         ]
-        details = {"impact": {"events": n, "delta_mean": mean, "delta_sd": sd,
-                              "baseline_events": base_n, "baseline_delta_mean": base,
+        details = {"impact": {"events": n, "delta_mean": finite(mean), "delta_sd": finite(sd),
+                              "baseline_events": base_n, "baseline_delta_mean": finite(base),
                               "days_without_centroid": sorted(days_without),
                               "agent_delta": dist.summary(), "counts": counts,
                               "top": [{"agent": r[1], "delta_mean": r[0], "events": r[2]}

@@ -4,6 +4,7 @@ stand-in vectors, see agent_acts); any arrival order, split partitions, pickling
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 import random
@@ -105,7 +106,9 @@ def test_two_partitions_merge_to_one() -> None:
     for a in acts:
         parts[zlib.crc32(a.agent.encode()) % 2].update(a)
     one = run(acts)
-    merged = DriftEngine.population([p.partial() for p in parts], c_global=g)
+    # partials travel as JSON (strict: no NaN) to the reducer
+    merged = DriftEngine.population(
+        [json.loads(json.dumps(p.partial(), allow_nan=False)) for p in parts], c_global=g)
     single = one.population([one.partial()], c_global=g)
     assert all(p.partial()["agents"] for p in parts)
     for s in single.samples:

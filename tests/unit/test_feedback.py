@@ -5,6 +5,7 @@ any arrival order, split partitions, pickling, bounds."""
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 import random
@@ -212,7 +213,8 @@ def test_arrival_order_partitions_and_pickle() -> None:
         parts[zlib.crc32(a.agent.encode()) % 2].update(a)
     for p in parts:
         p.expire(now)
-    merged = FeedbackEngine.population([p.partial() for p in parts])
+    merged = FeedbackEngine.population(  # partials travel as strict JSON to the reducer
+        [json.loads(json.dumps(p.partial(), allow_nan=False)) for p in parts])
     one = run(acts, now).snapshot()
     for s in one.samples:
         if s.name != "feedback_state_bytes":

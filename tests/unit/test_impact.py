@@ -5,6 +5,7 @@ published random pick; any arrival order, split partitions, pickling, bounds."""
 
 from __future__ import annotations
 
+import json
 import math
 import pickle
 import random
@@ -165,7 +166,8 @@ def test_arrival_order_partitions_and_pickle() -> None:
         parts[zlib.crc32(a.agent.encode()) % 2].update(a)
     for p in parts:
         p.expire(now)
-    merged = ImpactEngine.population([p.partial() for p in parts])  # their own centroids
+    merged = ImpactEngine.population(  # their own day centroids; partials as strict JSON
+        [json.loads(json.dumps(p.partial(), allow_nan=False)) for p in parts])
     check(run(acts, now), acts, now, snap=merged)
     e = ImpactEngine()
     for a in acts[: len(acts) // 2]:
