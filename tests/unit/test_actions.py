@@ -1,9 +1,8 @@
 """The action plane (streams/state/actions.py) against a plain recount of the same acts.
 
-The acts are made here from the events the way the Act record documents them (a post; a
-comment with its target, the parent comment's author, else the post's; the ``replied`` act of
-the agent answered; a ``score`` act for the owner of a voted item), on the shared real comment
-trees and on the simulator; the reference recomputes every figure from the acts with NumPy.
+The acts are the per-agent stage's (:class:`streams.acts.ActRouter`) from the shared real
+comment trees (their posts' and comments' vote counts become score acts) and from the
+simulator; the reference recomputes every figure from the acts with NumPy.
 """
 
 from __future__ import annotations
@@ -19,40 +18,17 @@ import numpy as np
 import pytest
 
 from service.sources.simulate import ScenarioSpec, SimulationConfig, Simulator
-from streams.acts import Act
-from streams.events import CommentEvent, Event, PostEvent, VoteEvent
+from streams.acts import Act, ActRouter
+from streams.events import Event
 from streams.state.actions import EDGES, ActionConfig, ActionEngine
 from streams.state.pagerank import largest_gap_cut
 from tests.unit.collective_data import thread_events
 
 
-def acts_of(events: list[Event], real_scores: bool = False) -> list[Act]:
-    """Events -> acts (``real_scores``: a post answer's vote counts as one score act a second
-    after the item, as the archive saw them)."""
-    owner: dict[str, tuple[str, str]] = {}  # item id -> (author, kind)
-    out: list[Act] = []
-    for e in events:
-        t = e.event_time.timestamp()
-        if isinstance(e, PostEvent) and e.author is not None:
-            owner[e.post_id] = (e.author, "post")
-            out.append(Act(e.author, t, "post", e.post_id, e.post_id))
-        elif isinstance(e, CommentEvent) and e.author is not None:
-            owner[e.comment_id] = (e.author, "comment")
-            target = e.reply_to or e.post_author
-            out.append(Act(e.author, t, "comment", e.post_id, e.comment_id,
-                           target_author=target))
-            if target is not None:
-                out.append(Act(target, t, "replied", e.post_id, e.comment_id,
-                               target_author=e.author))
-        elif isinstance(e, VoteEvent) and e.target_id in owner:
-            who, kind = owner[e.target_id]
-            out.append(Act(who, t, "score", e.post_id, e.target_id, target_kind=kind,  # type: ignore[arg-type]
-                           score=e.upvotes - e.downvotes))
-        if real_scores and isinstance(e, PostEvent | CommentEvent) and e.author is not None:
-            item = e.post_id if isinstance(e, PostEvent) else e.comment_id
-            out.append(Act(e.author, t + 1, "score", e.post_id, item,
-                           score=e.upvotes - e.downvotes))
-    return out
+def acts_of(events: list[Event]) -> list[Act]:
+    """The acts the per-agent stage routes from these events (:class:`ActRouter`)."""
+    router = ActRouter()
+    return [a for e in events for a in router.route(e)]
 
 
 def supernodes_of(acts: list[Act]) -> set[str]:
@@ -155,7 +131,7 @@ def feed(acts: list[Act], cfg: ActionConfig | None = None,
 
 @pytest.fixture(scope="module")
 def real_acts() -> list[Act]:
-    return acts_of(list(thread_events()), real_scores=True)
+    return acts_of(list(thread_events()))
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +151,7 @@ def test_real_threads_every_figure_equals_the_recount(real_acts: list[Act]) -> N
     ref = reference(real_acts, cfg, sn)
     assert sum(f["gap_cv"] is not None for f in ref.values()) >= 5
     assert sum(f["reciprocity"] is not None for f in ref.values()) >= 5
+    assert sum(f["net_votes_received"] is not None for f in ref.values()) >= 20
     assert_matches(engine, ref)
 
 
