@@ -77,7 +77,8 @@ class FeedbackConfig:
 
 
 class _Agent:
-    __slots__ = ("keys", "vecs", "scores", "scored", "np_sum", "null_sum", "last_t", "base")
+    __slots__ = ("keys", "vecs", "scores", "scored", "np_sum", "null_sum", "last_t", "base",
+                 "fig")
 
     def __init__(self) -> None:
         self.keys: list[tuple[float, str]] = []    # unscored posts, in order
@@ -87,6 +88,7 @@ class _Agent:
         self.base = 0            # posts before keys[0] (windows left behind)
         self.np_sum = 0.0
         self.null_sum: np.ndarray | None = None
+        self.fig: tuple[float, float, float] | None = None  # NP and band, set when scored
         self.last_t = -math.inf
 
     def nbytes(self) -> int:
@@ -189,6 +191,8 @@ class FeedbackEngine:
         null = net_progress(cur, nxt, shuffled, m)
         a.null_sum = null if a.null_sum is None else a.null_sum + null
         a.scored += 1
+        lo, hi = np.quantile(a.null_sum / a.scored, [(1 - cfg.band) / 2, (1 + cfg.band) / 2])
+        a.fig = (a.np_sum / a.scored, float(lo), float(hi))
         self.pairs_total += 1
         for _, item in a.keys[:w]:
             a.scores.pop(item, None)
@@ -218,12 +222,9 @@ class FeedbackEngine:
                 due = min(due, gone)
         return due
 
-    def _figures(self, a: _Agent) -> tuple[float, float, float] | None:
-        if not a.scored or a.null_sum is None:
-            return None
-        null = a.null_sum / a.scored
-        lo, hi = np.quantile(null, [(1 - self.cfg.band) / 2, (1 + self.cfg.band) / 2])
-        return a.np_sum / a.scored, float(lo), float(hi)
+    @staticmethod
+    def _figures(a: _Agent) -> tuple[float, float, float] | None:
+        return a.fig
 
     def profile(self, agent: str) -> dict[str, Any] | None:
         a = self._agents.get(agent)
