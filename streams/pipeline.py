@@ -215,6 +215,16 @@ class Pipeline:
         return totals_snapshot(merge(p for _, p in self._thread_partials.values()),
                                self.config.threads.buckets, judge_at=self._last_tick)
 
+    def incidents(self) -> list[Alert]:
+        """The detectors' incidents (latest transition each) as published: with the coverage
+        of that transition in their evidence."""
+        if self.detectors is None:
+            return []
+        held = self._alert_coverage
+        return [a.model_copy(update={"evidence": {**a.evidence, "coverage": held.get(
+            (a.fingerprint, a.starts_at.astimezone(UTC).isoformat()))}})
+            for a in self.detectors.incidents()]
+
     def alerts_report(self) -> list[dict[str, Any]]:
         rows = self.detectors.report() if self.detectors is not None else []
         held = self._alert_coverage

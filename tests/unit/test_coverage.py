@@ -171,6 +171,10 @@ def test_every_alert_and_report_row_carries_the_coverage_of_its_time() -> None:
                for a in alerts)
     rows = p.alerts_report()
     assert rows and all(r["evidence"]["coverage"] is not None for r in rows)
+    # the incidents as published (the latest transition of each): the same coverage
+    latest = {(a.fingerprint, a.starts_at): a for a in alerts}
+    assert [a.model_dump() for a in p.incidents()] == [
+        latest[(a.fingerprint, a.starts_at)].model_dump() for a in p.incidents()]
 
 
 def test_the_replay_report_has_a_coverage_row_per_day(real: list[Event], tmp_path: Path) -> None:
