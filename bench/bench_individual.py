@@ -7,7 +7,8 @@ stand-in, so memory per post is what the model's vectors would take; the model i
 Each engine takes every act in event-time order and expires on the stage's hourly grid; per
 engine the run prints acts/s (update + expire; the router's and the vectors' time excluded),
 the time of one ``partial()`` + ``population()``, the engine's own state estimate
-(``*_state_bytes``) and tracemalloc's measure of the same state side by side, per agent and
+(``*_state_bytes``: vectors counted) and tracemalloc's measure of the same state (a second,
+untimed run; vectors the engine shares with the acts not counted) side by side, per agent and
 per post held. The simulator's side (``service.sources.simulate``, same router and vectors) is
 printed beside for comparison.
 
@@ -80,11 +81,8 @@ def sim_events(n: int) -> list[Event]:
     return out
 
 
-def measure(name: str, make, acts: list[Act]) -> dict[str, float]:
-    gc.collect()
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    engine = make()
+def feed(engine, acts: list[Act]) -> float:
+    """Every act in order, expiring on the hourly grid; seconds taken."""
     next_grid = -math.inf
     t0 = time.perf_counter()
     for a in acts:
@@ -93,7 +91,17 @@ def measure(name: str, make, acts: list[Act]) -> dict[str, float]:
         if grid > next_grid:
             engine.expire(grid)
             next_grid = grid
-    elapsed = time.perf_counter() - t0
+    return time.perf_counter() - t0
+
+
+def measure(name: str, make, acts: list[Act]) -> dict[str, float]:
+    gc.collect()
+    elapsed = feed(make(), acts)  # timed without tracing (tracemalloc slows every allocation)
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    engine = make()
+    feed(engine, acts)
     traced = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     t1 = time.perf_counter()
