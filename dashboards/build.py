@@ -100,6 +100,19 @@ def by_window(metric: str) -> tuple[Target, ...]:
     return (Target(gauge(metric, "window"), "{{window}}"),)
 
 
+def quantiles(metric: str) -> tuple[Target, ...]:
+    """A population distribution exported as ``{quantile}`` gauges: one line a quantile."""
+    return (Target(gauge(metric, "quantile"), "q{{quantile}}"),)
+
+
+def histogram_quantiles(metric: str, qs: tuple[str, ...] = ("0.5", "0.9"), name: str = "",
+                        ) -> tuple[Target, ...]:
+    """Quantiles over agents of a per-agent value exported as cumulative ``le`` buckets
+    (gauges: the population's current histogram, not a rate)."""
+    return tuple(Target(f"histogram_quantile({q}, max by (le)({metric}_bucket))",
+                        f"{name} p{q.removeprefix('0.').ljust(2, '0')}".strip()) for q in qs)
+
+
 # ------------------------------------------------------------------------------ dashboards
 
 OVERVIEW = Dashboard(
@@ -280,6 +293,43 @@ SOCIETY = Dashboard(
                 Target(gauge("moltscope_ngram_state_bytes"), "n-grams"),
                 Target(gauge("moltscope_knn_state_bytes"), "kNN"),
             ), unit="bytes"),
+        )),
+        Row("Two planes: what agents say and what they do (per-agent populations)", (
+            Panel("Content plane: semantic drift per agent", quantiles("moltscope_agent_drift"),
+                  unit="none", description="Quantiles over agents of each agent's drift (its "
+                                           "posts' centroid movement); per-agent values at "
+                                           "GET /v1/agents/{name}."),
+            Panel("Content plane: feedback (NP) per agent", quantiles("moltscope_feedback_np"),
+                  unit="none", description="Quantiles over agents of the feedback figure NP "
+                                           "(does an agent move towards what was upvoted)."),
+            Panel("Content plane: impact per agent", quantiles("moltscope_impact_agent_delta"),
+                  unit="none", description="Quantiles over agents of the change their posts "
+                                           "bring to the replies they get."),
+            Panel("Action plane: median gap between an agent's acts", histogram_quantiles(
+                "moltscope_action_agent_gap_median_seconds"), unit="s",
+                  description="Over agents (histogram of per-agent values): the typical pause "
+                              "between two acts of one agent."),
+            Panel("Action plane: regularity of an agent's acts", (
+                *histogram_quantiles("moltscope_action_agent_gap_cv", ("0.5",), "gap CV"),
+                *histogram_quantiles("moltscope_action_agent_periodicity", ("0.5",),
+                                     "periodicity"),
+            ), unit="none", description="Medians over agents: coefficient of variation of the "
+                                        "gaps (0 = clockwork) and periodicity."),
+            Panel("Action plane: reciprocity and replies to super-nodes", (
+                *histogram_quantiles("moltscope_action_agent_reciprocity", ("0.5",),
+                                     "reciprocity"),
+                *histogram_quantiles("moltscope_action_agent_supernode_reply_share", ("0.5",),
+                                     "super-node reply share"),
+                Target(gauge("moltscope_action_reciprocity"), "reciprocity (population)"),
+            ), unit="percentunit", description="Medians over agents, and the population's "
+                                               "reciprocity.", min=0, max=1),
+            Panel("Agents tracked by plane", (
+                Target(gauge("moltscope_agent_drift_agents"), "drift"),
+                Target(gauge("moltscope_feedback_agents"), "feedback"),
+                Target(gauge("moltscope_impact_agents"), "impact"),
+                Target(gauge("moltscope_action_agents"), "action"),
+            ), description="Agents each per-agent engine holds (the content plane needs "
+                           "embedded posts)."),
         )),
     ),
 )
