@@ -51,6 +51,7 @@ from streams.state.agentdist import QUANTILES, Dist, finite
 from streams.state.base import Sample, Snapshot
 
 KEY_BYTES = 120  # one (t, item_id) key in the sorted list: tuple, float, 36-char id, slot
+CHUNK = 4096  # agents a vectorised step of partial(): 3 x 12 MB temporaries at d = 384
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +132,6 @@ class _Agent:
         return self.vecs.nbytes + self.early.nbytes + self.total.nbytes + KEY_BYTES * self.n
 
 
-def _list(x: np.ndarray | None) -> list[float] | None:
-    return None if x is None else x.tolist()
-
-
 def _cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
@@ -203,20 +200,29 @@ class DriftEngine:
         return {"drift": drift}
 
     def partial(self) -> dict[str, Any]:
-        ds, dvec, dhat, uvec = [], None, None, None
-        for a in self._agents.values():
-            f = self._figures(a)
-            if f is None:
-                continue
-            ds.append(f[0])
-            dvec = f[1].copy() if dvec is None else dvec + f[1]
-            uvec = f[2].copy() if uvec is None else uvec + f[2]
-            nd = np.linalg.norm(f[1])
-            if nd > 0:
-                dhat = f[1] / nd if dhat is None else dhat + f[1] / nd
-        return {"agents": len(ds), "agents_tracked": len(self._agents),
-                "drift": Dist.of(ds, 0.0, 2.0, self.cfg.bins).partial(),
-                "sum_d": _list(dvec), "sum_d_unit": _list(dhat), "sum_u": _list(uvec),
+        ds: list[np.ndarray] = []
+        sums: np.ndarray | None = None  # rows: sum of d_a, of d_a / |d_a|, of the u vectors
+        eligible = [a for a in self._agents.values() if a.n >= self.cfg.min_posts]
+        for c in range(0, len(eligible), CHUNK):  # vectorised over agents, in bounded chunks
+            part = eligible[c:c + CHUNK]
+            e = np.array([a.early for a in part])
+            late = np.array([a.halves()[1] for a in part])
+            h = np.array([a.n // 2 for a in part], dtype=np.float64)
+            ne, nl = np.linalg.norm(e, axis=1), np.linalg.norm(late, axis=1)
+            ok = (ne > 0) & (nl > 0)
+            e, late, h, ne, nl = e[ok], late[ok], h[ok], ne[ok], nl[ok]
+            ds.append(1.0 - (e * late).sum(axis=1) / (ne * nl))
+            d = (late - e) / h[:, None]
+            nd = np.linalg.norm(d, axis=1)
+            rows = np.stack([d.sum(axis=0), (d[nd > 0] / nd[nd > 0, None]).sum(axis=0),
+                             (late / nl[:, None] - e / ne[:, None]).sum(axis=0)])
+            sums = rows if sums is None else sums + rows
+        values = np.concatenate(ds) if ds else np.zeros(0)
+        return {"agents": len(values), "agents_tracked": len(self._agents),
+                "drift": Dist.of(values, 0.0, 2.0, self.cfg.bins).partial(),
+                "sum_d": None if sums is None else sums[0].tolist(),
+                "sum_d_unit": None if sums is None else sums[1].tolist(),
+                "sum_u": None if sums is None else sums[2].tolist(),
                 "posts_total": self.posts_total, "repeats_total": self.repeats_total,
                 "state_bytes": sum(a.nbytes() for a in self._agents.values())}
 
