@@ -412,7 +412,7 @@ class MoltbookCrawler:
         due = [self._disc.get("next_walk_at", now)]
         if self._heap:
             due.append(self._heap[0][0])
-        if self.opts.backfill_share > 0 and self._backfill_pick() is not None:
+        if self._backfill_due(self._backfill_next):
             due.append(self._backfill_next)
         if self.opts.stats_interval_s > 0:
             due.append(self._next_stats)
@@ -714,8 +714,8 @@ class MoltbookCrawler:
         return None if best is None else best[1]
 
     def _backfill_due(self, now: float) -> bool:
-        return (self.opts.backfill_share > 0 and now >= self._backfill_next
-                and self._backfill_pick() is not None)
+        return (self.opts.backfill_share > 0 and bool(self.opts.backfill_sorts)
+                and now >= self._backfill_next and self._backfill_pick() is not None)
 
     def _backfill(self) -> _Unit:
         """One ``GET /posts/{id}/comments`` for the post with the largest deficit: its pages
