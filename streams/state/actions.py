@@ -33,6 +33,11 @@ nothing left is dropped. Memory per agent is at most ``max_acts + max_replied`` 
 and ``max_items`` dict entries, each ~200 bytes with its id strings (:meth:`nbytes`;
 bench/bench_planted_agents.py measures it on the real-text stream).
 
+Reading: the figures that need no super-node set are cached per agent (a small tuple) until an
+act changes the agent or the cutoff passes the oldest entry they counted, so a ``partial()``
+or ``sort_keys()`` recomputes only the agents that changed; the targeting share is recounted
+from the kept comments each time (the set may have changed).
+
 Population (``partial`` / ``population``): Prometheus histograms (cumulative ``le`` buckets,
 ``_count``, ``_sum``) of each per-agent figure over the agents that have it, and society sums
 (comments to super-nodes over targeted comments, reciprocated partners over partners): sums of
@@ -104,7 +109,7 @@ class ActionConfig:
 
 
 class _Agent:
-    __slots__ = ("acts", "items", "replied")
+    __slots__ = ("acts", "cache", "items", "replied")
 
     def __init__(self) -> None:
         # own posts and comments: (t, item_id, kind, target_author or "")
@@ -112,16 +117,21 @@ class _Agent:
         # replies received: (t, reply's item_id, commenter or "")
         self.replied: list[tuple[float, str, str]] = []
         self.items: dict[str, tuple[float, int]] = {}  # item -> latest (t, score)
+        # the figures that need no society input, valid while the cutoff stays at or below
+        # its first element (the oldest entry they counted) and no act changes them
+        self.cache: tuple[Any, ...] | None = None
 
 
-def _keep(rows: list[Any], row: tuple[Any, ...], cap: int) -> None:
-    """Insert ``row`` in (t, item_id) order unless already there; keep the newest ``cap``."""
+def _keep(rows: list[Any], row: tuple[Any, ...], cap: int) -> bool:
+    """Insert ``row`` in (t, item_id) order unless already there; keep the newest ``cap``.
+    True if the rows changed."""
     i = bisect_left(rows, row[:2])
     if i < len(rows) and rows[i][:2] == row[:2]:
-        return  # the same act again (at-least-once delivery)
+        return False  # the same act again (at-least-once delivery)
     insort(rows, row, lo=i)
     if len(rows) > cap:
         del rows[0]
+    return True
 
 
 def cadence(times: np.ndarray, tolerance: float) -> tuple[float, float | None, float]:
@@ -161,14 +171,17 @@ class ActionEngine:
         cfg = self.cfg
         if act.kind == "post" or act.kind == "comment":
             target = act.target_author if act.kind == "comment" else None
-            _keep(a.acts, (act.t, act.item_id, act.kind, target or ""), cfg.max_acts)
+            if _keep(a.acts, (act.t, act.item_id, act.kind, target or ""), cfg.max_acts):
+                a.cache = None
         elif act.kind == "replied":
-            _keep(a.replied, (act.t, act.item_id, act.target_author or ""), cfg.max_replied)
+            if _keep(a.replied, (act.t, act.item_id, act.target_author or ""), cfg.max_replied):
+                a.cache = None
         elif act.kind == "score" and act.score is not None:
             new = (act.t, act.score)
             old = a.items.get(act.item_id)
             if old is None or new > old:
                 a.items[act.item_id] = new
+                a.cache = None
                 if len(a.items) > cfg.max_items:  # the least recently scored item leaves
                     del a.items[min(a.items, key=lambda k: (a.items[k][0], k))]
 
@@ -189,34 +202,40 @@ class ActionEngine:
 
     # ------------------------------------------------------------------ reading
 
-    def _figures(self, name: str, a: _Agent) -> dict[str, Any]:
+    def _base(self, name: str, a: _Agent) -> tuple[Any, ...]:
+        """The figures that need no super-node set (cached on the agent, module doc)."""
         cfg, cut = self.cfg, self._cutoff
         acts = a.acts[bisect_left(a.acts, (cut,)):]
         replied = a.replied[bisect_left(a.replied, (cut,)):]
-        items = [s for t, s in a.items.values() if t >= cut]
-        comments = [r[3] for r in acts if r[2] == "comment"]
-        targets = [x for x in comments if x and x != name]
-        out: dict[str, Any] = {
-            "posts": len(acts) - len(comments), "comments": len(comments),
-            "targeted_comments": len(targets), "replies_received": len(replied),
-            "scored_items": len(items), "supernode_comments": 0,
-            "net_votes_received": sum(items) if items else None,
-            "supernode_reply_share": None, "reciprocity": None, "partners": 0,
-            "reciprocated_partners": 0, "gap_median_s": None, "gap_cv": None,
-            "periodicity": None,
-        }
-        hits = sum(x in self.supernodes for x in targets)
-        partners = set(targets)
-        back = partners & {r[2] for r in replied if r[2] and r[2] != name}
-        out["supernode_comments"] = hits
-        out["partners"], out["reciprocated_partners"] = len(partners), len(back)
-        if len(targets) >= cfg.min_comments:
-            out["supernode_reply_share"] = hits / len(targets)
-            out["reciprocity"] = len(back) / len(partners)
+        items = [(t, s) for t, s in a.items.values() if t >= cut]
+        comments = sum(r[2] == "comment" for r in acts)
+        partners = {r[3] for r in acts if r[2] == "comment" and r[3] and r[3] != name}
+        back = len(partners & {r[2] for r in replied if r[2] and r[2] != name})
+        med = cv = per = None
         if len(acts) > cfg.min_gaps:
             med, cv, per = cadence(np.array([r[0] for r in acts]), cfg.periodic_tolerance)
-            out["gap_median_s"], out["gap_cv"], out["periodicity"] = med, cv, per
-        return out
+        oldest = min((acts[0][0] if acts else math.inf, replied[0][0] if replied else math.inf,
+                      min((t for t, _ in items), default=math.inf)))
+        return (oldest, len(acts) - comments, comments, len(replied), len(items),
+                sum(s for _, s in items) if items else None, len(partners), back, med, cv, per)
+
+    def _figures(self, name: str, a: _Agent) -> dict[str, Any]:
+        cut = self._cutoff
+        c = a.cache
+        if c is None or cut > c[0]:
+            c = a.cache = self._base(name, a)
+        _, posts, comments, replies, scored, net, partners, back, med, cv, per = c
+        start = bisect_left(a.acts, (cut,))
+        targets = [r[3] for r in a.acts[start:] if r[2] == "comment" and r[3] and r[3] != name]
+        hits = sum(x in self.supernodes for x in targets)
+        ok = len(targets) >= self.cfg.min_comments
+        return {"posts": posts, "comments": comments, "targeted_comments": len(targets),
+                "replies_received": replies, "scored_items": scored, "supernode_comments": hits,
+                "net_votes_received": net,
+                "supernode_reply_share": hits / len(targets) if ok else None,
+                "reciprocity": back / partners if ok else None, "partners": partners,
+                "reciprocated_partners": back, "gap_median_s": med, "gap_cv": cv,
+                "periodicity": per}
 
     def profile(self, agent: str) -> dict[str, Any] | None:
         """The agent's action-plane figures (None for an agent without kept acts)."""
@@ -331,6 +350,8 @@ class ActionEngine:
         n = size(self._agents)
         for name, a in self._agents.items():
             n += size(name) + size(a) + size(a.acts) + size(a.replied) + size(a.items)
+            if a.cache is not None:
+                n += size(a.cache) + 8 * 24  # the tuple and its floats and ints
             n += sum(size(r) + 24 + size(r[1]) + size(r[3]) for r in a.acts)  # 24: the float
             n += sum(size(r) + 24 + size(r[1]) + size(r[2]) for r in a.replied)
             n += sum(size(k) + size(v) + 24 + 28 for k, v in a.items.items())  # float, int
