@@ -125,13 +125,14 @@ def measure(source: str, args: argparse.Namespace) -> dict[str, Any]:
     del held
 
     cfg = PipelineConfig(embed=False)
-    timings = {}
-    for name, engines in (("with", None), ("without", ())):
+    timings: dict[str, float] = {}
+    # alternated, best of two: the first replay of a process also pays its warm-up
+    for name, engines in (("without", ()), ("with", None)) * 2:
         stage_cfg = AgentStageConfig() if engines is None else AgentStageConfig(engines=engines)
         gc.collect()
         t0 = time.process_time()
         replay(events, Pipeline(cfg), close=False, stage=AgentStage(stage_cfg))
-        timings[name] = time.process_time() - t0
+        timings[name] = min(timings.get(name, float("inf")), time.process_time() - t0)
     out["pipeline_with_s"], out["pipeline_without_s"] = timings["with"], timings["without"]
     return out
 

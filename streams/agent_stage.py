@@ -261,9 +261,10 @@ class AgentStage:
         """The sort keys the configured engines give (from a fresh stage: they are static)."""
         return sorted(AgentStage(self.config).sort_keys())
 
-    def partial(self) -> dict[str, Any]:
-        """This stage's agents as mergeable, JSON-safe sums."""
-        return {"engines": {n: e.partial() for n, e in self.engines.items()},
+    def partial(self, only: Iterable[str] | None = None) -> dict[str, Any]:
+        """This stage's agents as mergeable, JSON-safe sums (``only``: of these engines)."""
+        names = self.engines if only is None else [n for n in only if n in self.engines]
+        return {"engines": {n: self.engines[n].partial() for n in names},
                 "acts": dict(self.acts), "post_vectors": self.post_vectors,
                 "sum_vectors": None if self.sum_vectors is None else self.sum_vectors.tolist()}
 

@@ -69,17 +69,12 @@ class ReplayResult:
     def judge(self) -> None:
         """The socialisation detector on the stage's population now (the live reducer judges
         the merged partials every tick; here once an ``expire_step_s`` of event time and at
-        the end); its transitions join the pipeline's alert book. The stage then takes the
-        society's inputs of now, as the live agents partitions do at the reducer's ticks."""
+        the end); its transitions join the pipeline's alert book. Only the engines it reads
+        report (feedback, impact): the population of the others is read once, at the end."""
         p = self.pipeline
-        if p.latest is None:
+        if p.latest is None or p.detectors is None:
             return
-        partial = self.stage.partial()
-        pop = AgentStage.population([partial])
-        self.stage.set_society(AgentStage.society_of([partial], pop, p.latest,
-                                                     current_supernodes(p)))
-        if p.detectors is None:
-            return
+        pop = AgentStage.population([self.stage.partial(only=("feedback", "impact"))])
         self.socialisation.observe(p.latest, pop)
         p.detectors.book.reconcile(p.latest, self.socialisation.type,
                                    self.socialisation.findings(p.latest))
