@@ -33,7 +33,7 @@ is used again.
 The evidence (:mod:`detectors.evidence`): exemplars and near-duplicate clusters of the texts of
 the first ``evidence_texts`` adopters after the first (the first's text is not kept: its
 record holds its time, author and id, and it leads the timeline), and the timeline of every
-adopter's first use.
+adopter's first use; rebuilt at most once a minute of event time.
 
 Memory: the distinct n-grams of ``memory_s`` (25 bytes a slot, at most 4 slots an n-gram; over
 ``max_seen`` n-grams the least recently seen go first, the only departure from the definition),
@@ -64,7 +64,7 @@ import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from detectors.alert import Finding, Severity
-from detectors.evidence import Sighting, build_evidence, snippet
+from detectors.evidence import EvidenceCache, Sighting, build_evidence, snippet
 from streams.events import CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.text import Text
@@ -103,6 +103,7 @@ class _Young:
     posts: list[str] = field(default_factory=list)
     threads: set[str] = field(default_factory=set)
     texts: list[Sighting] = field(default_factory=list)  # the first adopters' texts (evidence)
+    evidence: EvidenceCache = field(default_factory=EvidenceCache)
 
 
 def _post_id(item: Item) -> str:
@@ -484,7 +485,8 @@ class BurstDetector:
                     "growth_rate_per_h": round(n / hours, 2),
                     "seconds_to_min_adopters": None if t_min is None else round(t_min - y.born),
                     "agents": [a for a, _ in order[:100]], "post_ids": y.posts[:20],
-                    **build_evidence(y.texts, first_acts=y.adopters)}
+                    **y.evidence.get(now, lambda: build_evidence(y.texts,
+                                                                 first_acts=y.adopters))}
         summary = (f"Lexical burst '{g}': born {hours:.1f} h ago, adopted by {n} agents "
                    f"({n / hours:.1f}/h)")
         return Finding(self.type, f"ngram:{g}", severity, summary, evidence, score=float(n),

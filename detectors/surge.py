@@ -40,7 +40,7 @@ one incident under the highest-priority entity, the others listed as ``related_e
 The evidence (:mod:`detectors.evidence`) is built from the entity's kept posts (exemplars,
 near-duplicate clusters on their first 400 word ids, the surge's own near-duplicate measure)
 and the incident's agents (the timeline: every agent's first post since the incident opened,
-or since the oldest kept post).
+or since the oldest kept post), rebuilt at most once a minute of event time.
 
 Memory: at most ``max_entities`` entities (least recently seen evicted, and any unseen for
 ``window_s + baseline_s``), each with ``(window_s + baseline_s) / bucket_s`` counters, at most
@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from detectors.alert import Finding, Severity
-from detectors.evidence import Sighting, build_evidence, snippet
+from detectors.evidence import EvidenceCache, Sighting, build_evidence, snippet
 from streams.events import AgentEvent, CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.text import Text
@@ -237,6 +237,7 @@ class _Entity:
     accounts: dict[str, float] = field(default_factory=dict)
     incident_agents: Counter[str] | None = None
     incident_first: dict[str, float] = field(default_factory=dict)  # agent -> first post time
+    evidence: EvidenceCache = field(default_factory=EvidenceCache)
 
 
 class SurgeDetector:
@@ -340,9 +341,9 @@ class SurgeDetector:
         reported = {e.name for e, _, _ in accepted}
         for name in self._reported - reported:
             if (e := self._entities.get(name)) is not None:
-                e.incident_agents, e.incident_first = None, {}
+                e.incident_agents, e.incident_first, e.evidence = None, {}, EvidenceCache()
         self._reported = reported
-        return [self._finding(e, stats) for e, stats, _ in accepted]
+        return [self._finding(e, stats, now) for e, stats, _ in accepted]
 
     def _stats(self, e: _Entity, now: float) -> dict | None:
         cfg = self.cfg
@@ -428,7 +429,7 @@ class SurgeDetector:
                     min_gap = gap if min_gap is None else min(min_gap, gap)
         return coordinated, automated, min_gap
 
-    def _finding(self, e: _Entity, stats: dict) -> Finding:
+    def _finding(self, e: _Entity, stats: dict, now: float) -> Finding:
         cfg = self.cfg
         if e.incident_agents is None:
             e.incident_agents, e.incident_first = Counter(), {}
@@ -444,10 +445,13 @@ class SurgeDetector:
         kind, value = e.name.split(":", 1)
         # exemplars, near-duplicate clusters and timeline of the kept posts (in time order),
         # the timeline completed by the first post of every incident agent
-        posts = sorted(e.posts, key=lambda p: (p.t, p.post_id))
-        shared = build_evidence(
-            (Sighting(p.t, p.author, p.post_id, p.text, p.word_ids) for p in posts),
-            first_acts=e.incident_first, acts=e.incident_agents)
+        def build() -> dict:
+            posts = sorted(e.posts, key=lambda p: (p.t, p.post_id))
+            return build_evidence(
+                (Sighting(p.t, p.author, p.post_id, p.text, p.word_ids) for p in posts),
+                first_acts=e.incident_first, acts=e.incident_agents)
+
+        shared = e.evidence.get(now, build)
         evidence = {**stats, "agents": agents, "incident_agent_count": len(e.incident_agents),
                     "post_ids": [p.post_id for p in recent], **shared}
         posts = sum(e.incident_agents.values())
