@@ -19,7 +19,11 @@ about 12 posts/s on this machine's shared cores).
   crowd the top); precision = recall = drifters among the top ``--drifters``;
 - adaptation (:class:`streams.state.feedback.FeedbackEngine`, votes read once settled after
   the simulator's ``max_delay``): adapters whose Net Progress lies above the null's 95 % band;
-  the background's share outside the band (about 5 % if agents ignore feedback).
+  the background's share outside the band (about 5 % if agents ignore feedback);
+- socialisation onset (:class:`detectors.socialisation.SocialisationDetector` on the merged
+  feedback and impact population at the end): none with a couple of adapters in the society;
+  and, per seed, a small society with ``--society-adapters`` (15) adapters, where the share of
+  adapting agents exceeds its binomial null: the ``adapting`` finding must come.
 
 The clean background is ``--real-events`` of ``bench/realtext.py``'s stream (real texts, real
 shapes, its mint flood off): the lockstep detector must raise nothing, and the ActionEngine's
@@ -29,6 +33,7 @@ there, beside the same figures on the simulator.
 
   .venv/bin/python bench/bench_planted_agents.py                  # 3 seeds, small and medium
   .venv/bin/python bench/bench_planted_agents.py --seeds 1 --scales small --real-events 50000
+  (socialisation needs helper A's detectors/socialisation.py, streams/state/impact.py)
 """
 
 from __future__ import annotations
@@ -49,13 +54,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import realtext  # noqa: E402
 from detectors.lockstep import LockstepDetector  # noqa: E402
+from detectors.socialisation import SocialisationDetector  # noqa: E402
 from service.sources.simulate import Label, ScenarioSpec, SimulationConfig, Simulator  # noqa: E402
 from streams.acts import Act, ActRouter  # noqa: E402
 from streams.events import Event, PostEvent  # noqa: E402
 from streams.state.actions import ActionEngine  # noqa: E402
-from streams.state.base import Item  # noqa: E402
+from streams.state.base import Item, Snapshot  # noqa: E402
 from streams.state.drift import DriftConfig, DriftEngine  # noqa: E402
 from streams.state.feedback import FeedbackConfig, FeedbackEngine  # noqa: E402
+from streams.state.impact import ImpactEngine  # noqa: E402
 
 SCALES = {"small": (2000, 300.0), "medium": (6000, 800.0)}  # agents, posts an hour
 TICK_S = 10.0
@@ -165,6 +172,25 @@ def feedback(acts: list[Act], adapters: list[str]) -> tuple[int, float, int]:
     return above, outside / judged if judged else float("nan"), judged
 
 
+def socialisation(acts: list[Act], settle_s: float) -> tuple[list[str], int, int]:
+    """The socialisation detector's finding keys on the merged feedback and impact population
+    once every window pair has settled; the agents with a scored window pair and the impact
+    events it judged."""
+    fb, im = FeedbackEngine(FeedbackConfig(settle_s=settle_s)), ImpactEngine()
+    for a in acts:
+        fb.update(a)
+        im.update(a)
+    end = max(a.t for a in acts) + settle_s + 1
+    fb.expire(end)
+    im.expire(end)
+    d = SocialisationDetector()
+    snap = Snapshot.merge([fb.snapshot(), im.snapshot()])
+    d.observe(end, snap)
+    agents = int((snap.details.get("feedback") or {}).get("agents") or 0)
+    events = int((snap.details.get("impact") or {}).get("events") or 0)
+    return sorted(f.key for f in d.findings(end)), agents, events
+
+
 def action_cost(events: list[Event], acts: list[Act]
                 ) -> tuple[float, float, float, float, tuple[float, float]]:
     """(events/s, acts/s, bytes per agent by nbytes, bytes per agent by tracemalloc, seconds
@@ -200,6 +226,7 @@ def main() -> None:
     ap.add_argument("--adapters", type=int, default=2)
     ap.add_argument("--drifters", type=int, default=3)
     ap.add_argument("--drift-min-posts", type=int, default=20)
+    ap.add_argument("--society-adapters", type=int, default=15)
     ap.add_argument("--real-events", type=int, default=150_000)
     args = ap.parse_args()
 
@@ -221,15 +248,17 @@ def main() -> None:
             adapters = [lab.agents[0] for lab in labels["adapt"]]
             above, bg_outside, judged = feedback(acts, adapters)
             ev_s, acts_s, nbytes, traced, _ = action_cost(events, acts)
+            social = socialisation(acts, MAX_DELAY.total_seconds())[0]
             rows.append((scale, seed, len(events), tp, fp, latency, ranks, ranked, above,
-                         bg_outside, judged, ev_s, nbytes))
+                         bg_outside, judged, ev_s, nbytes, social))
             print(f"{scale:6} seed {seed}: {len(events):,} events, {len(acts):,} acts "
                   f"({time.perf_counter() - t0:.0f} s) | lockstep TP {tp} FP {fp} latency "
                   f"{'-' if latency is None else f'{latency / 60:.0f} min'} (detector "
                   f"{len(events) / wall:,.0f} events/s) | drifters' ranks {ranks} of {ranked}"
                   f" | adapters above the band {above}/{len(adapters)}, background outside "
-                  f"{bg_outside:.1%} of {judged} | action engine {ev_s:,.0f} events/s, "
-                  f"{nbytes:,.0f} B/agent ({traced:,.0f} traced)", flush=True)
+                  f"{bg_outside:.1%} of {judged} | socialisation {social or 'none'} | action "
+                  f"engine {ev_s:,.0f} events/s, {nbytes:,.0f} B/agent ({traced:,.0f} traced)",
+                  flush=True)
 
     print()
     print(f"{'detector':10} {'recall':>8} {'precision':>9} {'latency med/max (min)':>22}")
@@ -248,6 +277,15 @@ def main() -> None:
     print(f"{'adapt':10} {adapted:>4}/{args.adapters * runs:<3} {'-':>9} "
           f"{'(settled at the end)':>22}   background outside the band: "
           f"{statistics.mean(r[9] for r in rows):.1%} (about 5 % expected)")
+    social_runs = []
+    for seed in args.seeds:
+        sim = planted("small", seed, args.hours, args.society_adapters, 0)
+        social_runs.append(socialisation(route(list(sim)), MAX_DELAY.total_seconds())[0])
+    caught = sum("adapting" in keys for keys in social_runs)
+    false = sum(bool(r[13]) for r in rows)
+    print(f"{'social':10} {caught:>4}/{len(social_runs):<3} {'-':>9} "
+          f"{'(settled at the end)':>22}   with {args.society_adapters} adapters; findings "
+          f"with {args.adapters}: {false}/{runs} runs")
 
     # -- the clean real-text background ----------------------------------------------------
     cfg = realtext.RealTextConfig(seed=args.seeds[0], scale=realtext.scale_for(args.real_events),
@@ -261,6 +299,9 @@ def main() -> None:
     print()
     print(f"real text: {len(real):,} events ({real[0].event_time:%Y-%m-%d %H:%M} .. "
           f"{real[-1].event_time:%Y-%m-%d %H:%M}), {len(real_acts):,} acts, {agents:,} agents")
+    keys, fb_agents, im_events = socialisation(real_acts, 48 * 3600.0)
+    print(f"  socialisation findings on the clean background: {keys or 'none'} ({fb_agents} "
+          f"agents with a scored window pair, {im_events} impact events)")
     print(f"  lockstep alerts on the clean background: {fp} (detector {len(real) / wall:,.0f} "
           f"events/s; {held:,} comments in its window, {per_act:,.0f} bytes each with the "
           f"pair counts, by tracemalloc)")
