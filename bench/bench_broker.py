@@ -121,6 +121,8 @@ def main() -> None:
                     help="rate and population scale (default: a normal + the peak day)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the "
                     "worker to apply every event")
+    ap.add_argument("--embed-wait-s", type=float, default=None,
+                    help="the ingest's longest wait to fill a batch (default: the setting's)")
     args = ap.parse_args()
     scale = args.scale if args.scale is not None else realtext.scale_for(args.events)
     events = list(realtext.stream(args.events, seed=args.seed, scale=scale))
@@ -132,12 +134,14 @@ def main() -> None:
             topic_prefix=f"b{uuid.uuid4().hex[:8]}", partitions=1, api_port=free_port(),
             embed=False, snapshot_interval_s=1.0, checkpoint_interval_s=0.0,
             idle_after_s=1e6)
+        if args.embed_wait_s is not None:
+            settings.society.embed_wait_s = args.embed_wait_s
         off = offline(events, settings)
         with tansu(kafka, logs / "tansu.log"), redis_server(redis, logs / "redis",
                                                              logs / "redis.log"):
             got = live(events, settings, logs, args.timeout)
     print(f"{len(events):,} real-text events (scale {scale:.3f}, seed {args.seed}), model off, "
-          "one partition, one worker")
+          f"one partition, one worker, embed_wait_s {settings.society.embed_wait_s}")
     print(f"{'':44}{'events/s':>10}")
     print(f"{'offline Pipeline (CPU time)':44}{off:>10,.0f}")
     print(f"{'through the broker: reducer, worker CPU time':44}{got['cpu_rate']:>10,.0f}"
