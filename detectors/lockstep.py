@@ -30,10 +30,10 @@ Co-action is across agents, so it needs every act on a target: it runs in the re
   act keeps the first ``text_chars`` (120) characters of its text.
 
 Judged every ``sample_interval_s``, over the pairs with at least ``min_targets`` threads (a set
-kept as the counts change: no scan of every pair). Per agent, :meth:`LockstepDetector.coaction` gives the
-co-action profile of the window (targets, targets where it led or followed another agent, its
-lead share, its locked partners): the action plane's co-action per agent, which no agent-keyed
-partition could compute.
+kept as the counts change: no scan of every pair). Per agent,
+:meth:`LockstepDetector.coaction` gives the co-action profile of the window (targets, targets
+where it led or followed another agent, its lead share, its locked partners): the action
+plane's co-action per agent, which no agent-keyed partition could compute.
 
 Order: the reducer applies items in event-time order; an act pairs with the acts of its thread
 already held, scanned from the latest back to ``2 coact_s`` before it, so an act that comes up
