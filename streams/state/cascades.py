@@ -662,8 +662,12 @@ class CascadeEngine:
         tu = times[earliest]
         xu = (earliest + base).astype(np.uint32)
         # pairs of the cascades: by (cascade number, agent), exact
-        ci = np.flatnonzero(_member(gu, self._cids)) if len(self._cids) else np.empty(0, np.int64)
-        cno = self._cnos[np.searchsorted(self._cids, gu[ci])]
+        if len(self._cids):  # one search gives both membership and the cascade's number
+            at_c = np.minimum(np.searchsorted(self._cids, gu), len(self._cids) - 1)
+            ci = np.flatnonzero(self._cids[at_c] == gu)
+            cno = self._cnos[at_c[ci]]
+        else:
+            ci, cno = np.empty(0, np.int64), np.empty(0, np.int64)
         ag = (ku[ci] & AGENT_MASK).astype(np.int64)
         ob = np.argsort((cno.astype(np.uint64) << np.uint64(32)) | ag.astype(np.uint64))
         ci, cno, ag = ci[ob], cno[ob], ag[ob]
