@@ -34,9 +34,12 @@ and ``max_items`` dict entries, each ~200 bytes with its id strings (:meth:`nbyt
 bench/bench_planted_agents.py measures it on the real-text stream).
 
 Reading: the figures that need no super-node set are cached per agent (a small tuple) until an
-act changes the agent or the cutoff passes the oldest entry they counted, so a ``partial()``
-or ``sort_keys()`` recomputes only the agents that changed; the targeting share is recounted
-from the kept comments each time (the set may have changed).
+act changes the agent or the cutoff passes the oldest entry they counted; the targeting share
+is recounted from the kept comments when read. ``partial()`` keeps the population as the
+agents change: each agent's last contribution to the buckets and totals is retracted and
+re-added only when its figures may have changed (an act, the cutoff passing its oldest
+counted entry, a new super-node set: then every agent), and the sums are ``math.fsum`` over
+the contributions (exactly rounded: the same in any order).
 
 Population (``partial`` / ``population``): Prometheus histograms (cumulative ``le`` buckets,
 ``_count``, ``_sum``) of each per-agent figure over the agents that have it, and society sums
@@ -90,6 +93,8 @@ HELP: dict[str, str] = {
     "net_votes_received": "Per agent: upvotes - downvotes on its kept items (latest counts)",
 }
 UNIT: dict[str, str] = {"gap_median_s": "gap_median_seconds"}  # base-unit metric names
+TOTALS: tuple[str, ...] = ("posts", "comments", "targeted_comments", "supernode_comments",
+                           "partners", "reciprocated_partners", "replies_received")
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +156,14 @@ class ActionEngine:
         self._cutoff = -math.inf
         self._swept = -math.inf
         self.supernodes: frozenset[str] = frozenset()
+        # the population, kept as agents change: per agent its last contribution (the cache
+        # tuple it was read from, its figures' values, its totals), the bucket counts and
+        # totals summed over those contributions
+        self._contrib: dict[str, tuple[Any, tuple[float | None, ...], tuple[int, ...]]] = {}
+        self._hist = {k: [0] * (len(e) + 1) for k, e in EDGES.items()}
+        self._totals = [0] * len(TOTALS)
+        self._present = 0  # agents with acts in the window
+        self._stale_all = False
         self.acts_total = 0
         self.late_total = 0
 
@@ -158,7 +171,10 @@ class ActionEngine:
 
     def set_supernodes(self, names: Iterable[str]) -> None:
         """The society's current super-nodes (the reducer's largest-gap cut)."""
-        self.supernodes = frozenset(names)
+        new = frozenset(names)
+        if new != self.supernodes:
+            self.supernodes = new
+            self._stale_all = True  # every agent's targeting share may have changed
 
     def update(self, act: Act) -> None:
         if act.t < self._cutoff:
@@ -198,7 +214,10 @@ class ActionEngine:
             if a.items and min(t for t, _ in a.items.values()) < cut:
                 a.items = {k: v for k, v in a.items.items() if v[0] >= cut}
         # a new dict: a dict does not shrink as keys leave
-        self._agents = {n: a for n, a in self._agents.items() if a.acts or a.replied or a.items}
+        kept = {n: a for n, a in self._agents.items() if a.acts or a.replied or a.items}
+        for name in self._agents.keys() - kept.keys():
+            self._retract(name)
+        self._agents = kept
 
     # ------------------------------------------------------------------ reading
 
@@ -266,29 +285,50 @@ class ActionEngine:
                 out["acts"][name] = float(f["posts"] + f["comments"])
         return out
 
+    def _retract(self, name: str) -> None:
+        old = self._contrib.pop(name, None)
+        if old is None or not old[1]:
+            return  # nothing, or an agent without acts in the window: it counted for nothing
+        self._present -= 1
+        _, values, totals = old
+        for (k, edges), v in zip(EDGES.items(), values, strict=True):
+            if v is not None:
+                self._hist[k][bisect_left(edges, v)] -= 1
+        self._totals = [x - y for x, y in zip(self._totals, totals, strict=True)]
+
+    def _contribute(self, name: str, a: _Agent) -> None:
+        self._retract(name)
+        f = self._figures(name, a)
+        if not (f["posts"] or f["comments"] or f["replies_received"] or f["scored_items"]):
+            self._contrib[name] = (a.cache, (), ())
+            return
+        self._present += 1
+        values = tuple(None if f[k] is None else float(f[k]) for k in EDGES)
+        totals = tuple(f[k] for k in TOTALS)
+        for (k, edges), v in zip(EDGES.items(), values, strict=True):
+            if v is not None:
+                self._hist[k][bisect_left(edges, v)] += 1
+        self._totals = [x + y for x, y in zip(self._totals, totals, strict=True)]
+        self._contrib[name] = (a.cache, values, totals)
+
     def partial(self) -> dict[str, Any]:
         """This engine's agents as mergeable sums: per figure, bucket counts (non-cumulative,
-        the last one +Inf), count and sum; and the society's sums."""
-        hist = {k: [0] * (len(e) + 1) for k, e in EDGES.items()}
-        sums = dict.fromkeys(EDGES, 0.0)
-        totals = dict.fromkeys(("agents", "posts", "comments", "targeted_comments",
-                                "supernode_comments", "partners", "reciprocated_partners",
-                                "replies_received"), 0)
+        the last one +Inf), count and exactly rounded sum (``math.fsum``: the same in any
+        order); and the society's sums. Only agents whose figures may have changed since the
+        last call are read again (an act, the cutoff passing their oldest counted entry, a new
+        super-node set)."""
+        cut, stale_all = self._cutoff, self._stale_all
         for name, a in self._agents.items():
-            f = self._figures(name, a)
-            if not (f["posts"] or f["comments"] or f["replies_received"] or f["scored_items"]):
-                continue
-            totals["agents"] += 1
-            for k in ("posts", "comments", "targeted_comments", "supernode_comments",
-                      "partners", "reciprocated_partners", "replies_received"):
-                totals[k] += f[k]
-            for k, edges in EDGES.items():
-                v = f[k]
-                if v is not None:
-                    hist[k][bisect_left(edges, v)] += 1
-                    sums[k] += float(v)
-        return {"hist": hist, "sums": sums, "totals": totals,
-                "acts_total": self.acts_total, "late_total": self.late_total}
+            c = self._contrib.get(name)
+            if stale_all or c is None or c[0] is not a.cache or a.cache is None or cut > a.cache[0]:
+                self._contribute(name, a)
+        self._stale_all = False
+        values = [v for _, v, _ in self._contrib.values() if v]
+        sums = {k: math.fsum(v[i] for v in values if v[i] is not None)
+                for i, k in enumerate(EDGES)}
+        totals = {"agents": self._present, **dict(zip(TOTALS, self._totals, strict=True))}
+        return {"hist": {k: list(h) for k, h in self._hist.items()}, "sums": sums,
+                "totals": totals, "acts_total": self.acts_total, "late_total": self.late_total}
 
     @staticmethod
     def population(partials: list[dict[str, Any]], **society: Any) -> Snapshot:
@@ -352,6 +392,8 @@ class ActionEngine:
             n += size(name) + size(a) + size(a.acts) + size(a.replied) + size(a.items)
             if a.cache is not None:
                 n += size(a.cache) + 8 * 24  # the tuple and its floats and ints
+        for _, values, totals in self._contrib.values():  # the population's per-agent share
+            n += 56 + size(values) + size(totals) + 24 * len(values)
             n += sum(size(r) + 24 + size(r[1]) + size(r[3]) for r in a.acts)  # 24: the float
             n += sum(size(r) + 24 + size(r[1]) + size(r[2]) for r in a.replied)
             n += sum(size(k) + size(v) + 24 + 28 for k, v in a.items.items())  # float, int

@@ -147,7 +147,9 @@ def test_real_threads_every_figure_equals_the_recount(real_acts: list[Act]) -> N
     cfg = ActionConfig(min_gaps=2, min_comments=2)
     sn = supernodes_of(real_acts)
     shuffled = random.Random(1).sample(real_acts, len(real_acts))
-    engine = feed(shuffled, cfg, sn)
+    engine = feed(shuffled, cfg)
+    engine.snapshot()  # read without super-nodes: the new set must refresh every share
+    engine.set_supernodes(sn)
     ref = reference(real_acts, cfg, sn)
     assert sum(f["gap_cv"] is not None for f in ref.values()) >= 5
     assert sum(f["reciprocity"] is not None for f in ref.values()) >= 5
