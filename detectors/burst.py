@@ -64,7 +64,14 @@ import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from detectors.alert import Finding, Severity
-from detectors.evidence import EvidenceCache, Sighting, build_evidence, snippet
+from detectors.evidence import (
+    DEFAULT,
+    EvidenceCache,
+    EvidenceConfig,
+    Sighting,
+    build_evidence,
+    snippet,
+)
 from streams.events import CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.text import Text
@@ -89,6 +96,7 @@ class BurstConfig:
     evidence_texts: int = 20
     batch: int = 4096
     flush_s: float = 30.0
+    evidence: EvidenceConfig = DEFAULT  # exemplars, clusters, timeline (detectors.evidence)
 
 
 @dataclass(slots=True)
@@ -252,7 +260,8 @@ class BurstDetector:
             return
         warm = not (t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts)
         self._buf.append(_Text(t, item.author, _post_id(item), item.event.post_id, ids, item.text,
-                               warm, self._texts - 1, snippet(item.event.text)))
+                               warm, self._texts - 1,
+                               snippet(item.event.text, cfg.evidence.stored_chars)))
         if len(self._buf) >= self.cfg.batch:
             self._flush()
 
@@ -485,8 +494,9 @@ class BurstDetector:
                     "growth_rate_per_h": round(n / hours, 2),
                     "seconds_to_min_adopters": None if t_min is None else round(t_min - y.born),
                     "agents": [a for a, _ in order[:100]], "post_ids": y.posts[:20],
-                    **y.evidence.get(now, lambda: build_evidence(y.texts,
-                                                                 first_acts=y.adopters))}
+                    **y.evidence.get(now, lambda: build_evidence(
+                        y.texts, first_acts=y.adopters, cfg=self.cfg.evidence),
+                        self.cfg.evidence.refresh_s)}
         summary = (f"Lexical burst '{g}': born {hours:.1f} h ago, adopted by {n} agents "
                    f"({n / hours:.1f}/h)")
         return Finding(self.type, f"ngram:{g}", severity, summary, evidence, score=float(n),

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from river.drift import PageHinkley
 
 from detectors.alert import Finding, Severity
-from detectors.evidence import Sighting, build_evidence, snippet
+from detectors.evidence import DEFAULT, EvidenceConfig, Sighting, build_evidence, snippet
 from streams.events import CommentEvent, PostEvent, VoteEvent
 from streams.state.base import Item, Sample, Snapshot
 
@@ -87,6 +87,7 @@ class EngagementConfig:
     warmup_s: float = 3 * 3600.0
     max_agents: int = 1_000_000
     evidence_agents: int = 50
+    evidence: EvidenceConfig = DEFAULT  # exemplars, clusters, timeline (detectors.evidence)
 
 
 @dataclass(slots=True)
@@ -174,7 +175,8 @@ class EngagementDetector:
             b.new_agents += 1
             if len(b.newcomers) < self.cfg.evidence_agents:
                 text = item.event.text if isinstance(item.event, PostEvent | CommentEvent) else ""
-                b.newcomers.append(Sighting(t, author, item_id, snippet(text)))
+                b.newcomers.append(Sighting(t, author, item_id,
+                                            snippet(text, self.cfg.evidence.stored_chars)))
 
     def expire(self, now: float) -> None:
         """Nothing to drop here: :meth:`findings` closes each bucket once judged, and the post
@@ -200,7 +202,7 @@ class EngagementDetector:
                 if self._start is not None and idx * cfg.bucket_s - self._start >= cfg.warmup_s:
                     self._judge("new_agent_rate", idx, b.new_agents, b.posts)
                     if self._rates["new_agent_rate"].evidence is not None:
-                        self._newcomers = build_evidence(b.newcomers)
+                        self._newcomers = build_evidence(b.newcomers, cfg=cfg.evidence)
         horizon = int((now - cfg.reply_horizon_s) // cfg.bucket_s)
         for idx in sorted(i for i in self._buckets if i < horizon
                           and (self._replies_upto is None or i > self._replies_upto)):

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from detectors.alert import Finding, Severity
-from detectors.evidence import Sighting, build_evidence, snippet
+from detectors.evidence import DEFAULT, EvidenceConfig, Sighting, build_evidence, snippet
 from streams.events import PostEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.state.centroid import cosine
@@ -88,6 +88,7 @@ class ShiftConfig:
     max_agents: int = 50_000
     evidence_posts: int = 200
     evidence_candidates: int = 40
+    evidence: EvidenceConfig = DEFAULT  # exemplars, clusters, timeline (detectors.evidence)
 
 
 @dataclass(slots=True)
@@ -161,7 +162,8 @@ class ShiftDetector:
             self._buckets.append([idx, v.astype(np.float64), 1])
         if author is not None:
             self._observe_agent(t, author, v)
-        self._recent.append((Sighting(t, author, item.event.post_id, snippet(item.event.text)),
+        self._recent.append((Sighting(t, author, item.event.post_id,
+                                      snippet(item.event.text, self.cfg.evidence.stored_chars)),
                              v))
 
     def _observe_agent(self, t: float, author: str, v: np.ndarray) -> None:
@@ -245,7 +247,8 @@ class ShiftDetector:
         (:func:`detectors.evidence.build_evidence`)."""
         posts = [(float(v @ direction), s) for s, v in self._recent if s.t >= since]
         posts.sort(key=lambda ps: (-ps[0], ps[1].t, ps[1].item_id))
-        return build_evidence(s for _, s in posts[: self.cfg.evidence_candidates])
+        return build_evidence((s for _, s in posts[: self.cfg.evidence_candidates]),
+                              cfg=self.cfg.evidence)
 
     def _society_finding(self, v: dict) -> Finding:
         cfg = self.cfg
@@ -288,7 +291,7 @@ class ShiftDetector:
                                {"scope": "agent", "agent": name, "similarity": round(s, 4),
                                 "agents_median": round(med, 4), "agents_sd": round(sd, 4),
                                 "posts": a.n, "first_post_t": a.first_t,
-                                **build_evidence(p for _, p in own)},
+                                **build_evidence((p for _, p in own), cfg=cfg.evidence)},
                                score=1.0 - s, labels={"scope": "agent", "agent": name}))
         self._drifting = drifting
         self._low_since = low_since

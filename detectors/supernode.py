@@ -70,7 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from detectors.alert import Finding, Severity
-from detectors.evidence import timeline
+from detectors.evidence import DEFAULT, EvidenceConfig, timeline
 from streams.events import CommentEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.state.pagerank import largest_gap_cut, pagerank_arrays
@@ -96,6 +96,7 @@ class SupernodeConfig:
     reach_quantile: float = 0.9
     reach_margin: float = 1.0
     reach_min_history: int = 12
+    evidence: EvidenceConfig = DEFAULT  # exemplars, clusters, timeline (detectors.evidence)
 
 
 @dataclass(slots=True)
@@ -333,7 +334,8 @@ class SupernodeDetector:
         for t, source, target, _ in self._edges:
             if target == agent and source not in first:
                 first[source] = t
-        return timeline(first_acts=first, acts=self._repliers.get(agent, Counter()))
+        return timeline(first_acts=first, acts=self._repliers.get(agent, Counter()),
+                        cfg=self.cfg.evidence)
 
     def _sample(self, now: float) -> None:
         if self._last_sample is not None and now - self._last_sample < self.cfg.sample_interval_s:

@@ -71,7 +71,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from detectors.alert import Finding, Severity
-from detectors.evidence import EvidenceCache, Sighting, build_evidence, snippet
+from detectors.evidence import (
+    DEFAULT,
+    EvidenceCache,
+    EvidenceConfig,
+    Sighting,
+    build_evidence,
+    snippet,
+)
 from streams.events import AgentEvent, CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.text import Text
@@ -207,6 +214,7 @@ class SurgeConfig:
     max_accounts_per_entity: int = 5_000
     max_agents: int = 1_000_000
     max_evidence_agents: int = 100
+    evidence: EvidenceConfig = DEFAULT  # exemplars, clusters, timeline (detectors.evidence)
 
 
 @dataclass(slots=True)
@@ -282,7 +290,8 @@ class SurgeDetector:
             self._anonymous += 1
         created = self._agent_created.get(author) if author is not None else None
         new = None if created is None else (t - created) <= self.cfg.new_account_age_s
-        post = _Post(t, author, post_id, thread, text.word_ids[:400], new, snippet(raw), sig)
+        post = _Post(t, author, post_id, thread, text.word_ids[:400], new,
+                     snippet(raw, self.cfg.evidence.stored_chars), sig)
         idx = float(int(t // self.cfg.bucket_s))
         for name in names:
             e = self._entities.get(name)
@@ -449,9 +458,9 @@ class SurgeDetector:
             posts = sorted(e.posts, key=lambda p: (p.t, p.post_id))
             return build_evidence(
                 (Sighting(p.t, p.author, p.post_id, p.text, p.word_ids) for p in posts),
-                first_acts=e.incident_first, acts=e.incident_agents)
+                first_acts=e.incident_first, acts=e.incident_agents, cfg=cfg.evidence)
 
-        shared = e.evidence.get(now, build)
+        shared = e.evidence.get(now, build, cfg.evidence.refresh_s)
         evidence = {**stats, "agents": agents, "incident_agent_count": len(e.incident_agents),
                     "post_ids": [p.post_id for p in recent], **shared}
         posts = sum(e.incident_agents.values())
