@@ -384,17 +384,19 @@ class ActionEngine:
         return self.population([self.partial()])
 
     def nbytes(self) -> int:
-        """Memory of the per-agent state in bytes, every string counted as if not shared (as
-        when acts arrive deserialised from a topic); the agent names once each."""
+        """Memory of the per-agent state in bytes (``sys.getsizeof``), the values the acts
+        bring (ids, names, times, scores) counted as the engine's own, as when acts arrive
+        deserialised from a topic; agent names once each. bench/bench_planted_agents.py shows
+        it beside tracemalloc's count (which sees those values as the caller's)."""
         size = sys.getsizeof
         n = size(self._agents)
         for name, a in self._agents.items():
             n += size(name) + size(a) + size(a.acts) + size(a.replied) + size(a.items)
-            if a.cache is not None:
-                n += size(a.cache) + 8 * 24  # the tuple and its floats and ints
+            if a.cache is not None:  # its new floats: the cadence figures
+                n += size(a.cache) + sum(size(x) for x in a.cache[-3:] if x is not None)
+            n += sum(size(r) + size(r[0]) + size(r[1]) + size(r[3]) for r in a.acts)
+            n += sum(size(r) + size(r[0]) + size(r[1]) + size(r[2]) for r in a.replied)
+            n += sum(size(k) + size(v) + size(v[0]) + size(v[1]) for k, v in a.items.items())
         for _, values, totals in self._contrib.values():  # the population's per-agent share
-            n += 56 + size(values) + size(totals) + 24 * len(values)
-            n += sum(size(r) + 24 + size(r[1]) + size(r[3]) for r in a.acts)  # 24: the float
-            n += sum(size(r) + 24 + size(r[1]) + size(r[2]) for r in a.replied)
-            n += sum(size(k) + size(v) + 24 + 28 for k, v in a.items.items())  # float, int
+            n += 88 + size(values) + size(totals)  # entry, outer tuple; values' floats shared
         return n
