@@ -44,9 +44,11 @@ from tests.integration.test_spine import items_of, keyed, live, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-#: Samples known to differ live from the replay: none (``threads_uncommented_ratio`` is
-#: judged by the reducer at its own tick time from the partitions' pending posts).
-KNOWN: set[str] = set()
+#: Samples known to differ live from the replay (``threads_uncommented_ratio`` is judged by the
+#: reducer at its own tick time from the partitions' pending posts, so it does not):
+#: ``cascade_state_bytes``, a memory gauge, not a figure: the cascades' two-level adoption
+#: store merges at flush points that depend on when the pipeline is read (0.1 % apart here).
+KNOWN: set[str] = {"cascade_state_bytes"}
 
 
 def planted() -> list[Event]:
@@ -91,7 +93,7 @@ def test_every_live_sample_and_alert_equals_the_replay(moltbook_data: Path,
                  if p.get("action", {}).get("posts", 0) + p.get("action", {}).get("comments", 0)}
     assert want[("agent_acts_total", (("kind", "comment"),))] > 1000
     assert len(want_acts) > 1000
-    want_alerts = incidents(offline.pipeline.detectors.incidents())
+    want_alerts = incidents(offline.pipeline.incidents())
     assert {a["type"] for a in want_alerts.values()} >= {"surge", "burst"}
     assert len(want) > 100 and offline.order.late == 0
     assert want[("reducer_late_events_total", ())] == 0.0
