@@ -61,6 +61,7 @@ integers and floats, so any split of agents into partitions merges to the same f
 
 from __future__ import annotations
 
+import heapq
 import math
 import sys
 from bisect import bisect_left, insort
@@ -114,7 +115,7 @@ class ActionConfig:
 
 
 class _Agent:
-    __slots__ = ("acts", "cache", "items", "replied")
+    __slots__ = ("acts", "cache", "heap", "items", "replied")
 
     def __init__(self) -> None:
         # own posts and comments: (t, item_id, kind, target_author or "")
@@ -122,6 +123,9 @@ class _Agent:
         # replies received: (t, reply's item_id, commenter or "")
         self.replied: list[tuple[float, str, str]] = []
         self.items: dict[str, tuple[float, int]] = {}  # item -> latest (t, score)
+        # (t, item) of every score taken, stale ones included: the least recently scored
+        # item is found in O(log n) (rebuilt from ``items`` when stale entries pile up)
+        self.heap: list[tuple[float, str]] = []
         # the figures that need no society input, valid while the cutoff stays at or below
         # its first element (the oldest entry they counted) and no act changes them
         self.cache: tuple[Any, ...] | None = None
@@ -198,8 +202,16 @@ class ActionEngine:
             if old is None or new > old:
                 a.items[act.item_id] = new
                 a.cache = None
+                heapq.heappush(a.heap, (act.t, act.item_id))
                 if len(a.items) > cfg.max_items:  # the least recently scored item leaves
-                    del a.items[min(a.items, key=lambda k: (a.items[k][0], k))]
+                    while True:
+                        t, k = heapq.heappop(a.heap)
+                        if k in a.items and a.items[k][0] == t:
+                            del a.items[k]
+                            break
+                if len(a.heap) > 4 * cfg.max_items:
+                    a.heap = [(v[0], k) for k, v in a.items.items()]
+                    heapq.heapify(a.heap)
 
     def expire(self, now: float) -> None:
         """Acts older than ``now - window_s`` leave (ignored at once, swept from memory once
@@ -213,6 +225,8 @@ class ActionEngine:
             del a.replied[: bisect_left(a.replied, (cut,))]
             if a.items and min(t for t, _ in a.items.values()) < cut:
                 a.items = {k: v for k, v in a.items.items() if v[0] >= cut}
+                a.heap = [(v[0], k) for k, v in a.items.items()]
+                heapq.heapify(a.heap)
         # a new dict: a dict does not shrink as keys leave
         kept = {n: a for n, a in self._agents.items() if a.acts or a.replied or a.items}
         for name in self._agents.keys() - kept.keys():
@@ -397,6 +411,7 @@ class ActionEngine:
             n += sum(size(r) + size(r[0]) + size(r[1]) + size(r[3]) for r in a.acts)
             n += sum(size(r) + size(r[0]) + size(r[1]) + size(r[2]) for r in a.replied)
             n += sum(size(k) + size(v) + size(v[0]) + size(v[1]) for k, v in a.items.items())
+            n += size(a.heap) + sum(size(e) for e in a.heap)
         for _, values, totals in self._contrib.values():  # the population's per-agent share
             n += 88 + size(values) + size(totals)  # entry, outer tuple; values' floats shared
         return n
