@@ -29,9 +29,11 @@ replies received, each list sorted by ``(t, item_id)`` (the newest N of a set do
 the order it arrived in; a repeated act is ignored), and the latest score of the ``max_items``
 most recently scored items. ``expire(now)`` moves a cutoff to ``now - window_s`` (7 days): acts
 before it are ignored when read and when they arrive, swept from memory, and an agent with
-nothing left is dropped. Memory per agent is at most ``max_acts + max_replied`` small tuples
-and ``max_items`` dict entries, each ~200 bytes with its id strings (:meth:`nbytes`;
-bench/bench_planted_agents.py measures it on the real-text stream).
+nothing left is dropped. Memory per agent is at most ``max_acts + max_replied`` small tuples,
+``max_items`` dict entries and ``4 max_items`` heap entries (the least recently scored item
+is found in O(log n)), each ~200 bytes with its id strings, plus a cached tuple of figures
+and its population contribution (:meth:`nbytes`; bench/bench_planted_agents.py measures it
+on the real-text stream).
 
 Reading: the figures that need no super-node set are cached per agent (a small tuple) until an
 act changes the agent or the cutoff passes the oldest entry they counted; the targeting share
