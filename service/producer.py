@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 #: Topic name -> whether it is keyed (settings.partitions partitions) or a single partition.
 TOPICS: dict[str, bool] = {
     "events": True,
+    "agents": True,
     "society": False,
     "deadletters": False,
     "alerts": False,
