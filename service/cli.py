@@ -109,6 +109,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from streams.agent_stage import AgentStage
     from streams.pipeline import Pipeline
     from streams.replay import replay
+    from streams.state.hazard import HazardConfig
 
     settings = get_settings()
     if args.no_embed:
@@ -128,8 +129,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         bar.set_postfix_str(f"{records:,} records", refresh=False)
 
     # a finished archive: the report carries the paper's batch n-gram rule beside the live one,
-    # and the per-agent figures over the whole archive (not its last window)
-    config = dataclasses.replace(settings.pipeline(), ngram_batch=True)
+    # the per-agent figures over the whole archive (not its last window), and one hazard fit,
+    # on the final cascades (at close), instead of one every few hours of the archive
+    config = dataclasses.replace(settings.pipeline(), ngram_batch=True,
+                                 hazard=HazardConfig(every=None))
     stage = AgentStage(dataclasses.replace(settings.agent_stage(), whole_history=True))
     result = replay(_archive_items(args.paths, None, "replay", bar), Pipeline(config),
                     embedder=embedder, batch=settings.society.embed_batch, progress=replayed,

@@ -44,7 +44,9 @@ from streams.state.activity import ActivityState
 from streams.state.base import Engine, Item, Sample, Snapshot
 from streams.state.cascades import CascadeConfig, CascadeEngine
 from streams.state.centroid import CentroidState, Window
+from streams.state.cooperation import CooperationConfig, CooperationEngine
 from streams.state.coverage import CoverageConfig, CoverageState
+from streams.state.hazard import HazardConfig, HazardEngine
 from streams.state.knn import KnnState
 from streams.state.ngrams import NgramTracker
 from streams.state.pagerank import InfluenceConfig, InfluenceEngine
@@ -72,7 +74,9 @@ class PipelineConfig:
     the reducer sums their partials (:meth:`Pipeline.absorb_threads`);
     tick: how much event time passes between two ``advance`` evaluations (replay; the live
     reducer forces one each snapshot interval of wall time);
-    coverage: the comment coverage's horizon and day rows.
+    coverage: the comment coverage's horizon and day rows; cooperation: Molt Dynamics'
+    cooperation threads; hazard: the Cox adoption hazard per extra exposure (fitted every
+    ``hazard.every`` of event time, and at :meth:`Pipeline.close`).
     """
 
     embed: bool = True
@@ -90,6 +94,8 @@ class PipelineConfig:
     cascades: CascadeConfig = field(default_factory=CascadeConfig)
     roles: RolesConfig = field(default_factory=RolesConfig)
     coverage: CoverageConfig = field(default_factory=CoverageConfig)
+    cooperation: CooperationConfig = field(default_factory=CooperationConfig)
+    hazard: HazardConfig = field(default_factory=HazardConfig)
     detectors: DetectorConfig = field(default_factory=DetectorConfig)
     detectors_enabled: bool = True
     tick: timedelta = timedelta(seconds=10)
@@ -109,6 +115,8 @@ class Pipeline:
         self.roles = RolesEngine(cfg.roles, graph=self.influence.graph)
         self.threads = ThreadsEngine(cfg.threads)
         self.coverage = CoverageState(cfg.coverage)
+        self.cooperation = CooperationEngine(cfg.cooperation)
+        self.hazard = HazardEngine(cfg.hazard, cascades=self.cascades)  # reads the cascades
         # (fingerprint, start) of an incident: coverage at its last transition
         self._alert_coverage: dict[tuple[str, str], dict[str, Any]] = {}
         self._thread_partials: dict[int, tuple[int, Partial]] = {}  # partition: (offset, sums)
@@ -116,7 +124,7 @@ class Pipeline:
         # the order matters: the verbatim filter marks the item before the engines that read it
         self.engines: list[Engine] = [self.activity, self.verbatim, self.ngrams, self.centroid,
                                       self.knn, self.influence, self.cascades, self.roles,
-                                      self.coverage]
+                                      self.coverage, self.cooperation, self.hazard]
         if cfg.threads_local:
             self.engines.append(self.threads)
         if self.detectors is not None:
@@ -184,6 +192,7 @@ class Pipeline:
         if self.latest is not None:  # the end of an archive: the published figures exact
             self.influence.refresh(self.latest, full=True)  # open days' and cumulative PageRank
             self.cascades.analyse(full=True)  # every exposure against the final graph
+            self.hazard.fit(self.latest)  # on the final cascades
         if self.detectors is not None and self.latest is not None:
             out += self._with_coverage(self.detectors.close(self.latest))
         return out

