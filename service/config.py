@@ -108,6 +108,9 @@ class SocietySettings(BaseModel):
     window: Literal["day", "hour"] = _PIPELINE.window
     verbatim_threshold: int = _PIPELINE.verbatim_threshold
     ngram_grace_days: int | None = _PIPELINE.ngram_grace_days
+    ngram_max_tracked: int | None = Field(
+        _PIPELINE.ngram_max_tracked,
+        description="Live n-gram tables' bound (oldest days' singletons evicted beyond it)")
     pagerank_window_s: float = Field(_seconds(_PIPELINE.influence.window),
                                      description="The interaction graph's sliding window")
     pagerank_step_s: float = Field(_seconds(_PIPELINE.influence.step),
@@ -219,6 +222,7 @@ class Settings(BaseSettings):
             threads_local=threads_local,
             embed=self.embed, embed_comments=s.embed_comments, window=s.window,
             verbatim_threshold=s.verbatim_threshold, ngram_grace_days=s.ngram_grace_days,
+            ngram_max_tracked=s.ngram_max_tracked,
             influence=dataclasses.replace(
                 _PIPELINE.influence, window=_as(_PIPELINE.influence.window, s.pagerank_window_s),
                 step=_as(_PIPELINE.influence.step, s.pagerank_step_s)),

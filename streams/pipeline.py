@@ -48,7 +48,7 @@ from streams.state.cooperation import CooperationConfig, CooperationEngine
 from streams.state.coverage import CoverageConfig, CoverageState
 from streams.state.hazard import HazardConfig, HazardEngine
 from streams.state.knn import KnnState
-from streams.state.ngrams import NgramTracker
+from streams.state.ngrams import MAX_TRACKED, NgramTracker
 from streams.state.pagerank import InfluenceConfig, InfluenceEngine
 from streams.state.roles import RolesConfig, RolesEngine
 from streams.state.threads import Partial, ThreadsConfig, ThreadsEngine, merge, totals_snapshot
@@ -68,7 +68,8 @@ class PipelineConfig:
     replay report does; live, the snapshot written every second is kept small);
     verbatim_threshold: posts whose exact text was seen this many times are excluded from the
     lexical and semantic metrics (the paper's 1,000); ngram_grace_days: the live death rule's
-    grace period; ngram_batch: also keep the paper's batch rule for a finished archive
+    grace period; ngram_max_tracked: the live n-gram tables' hard bound (None: unbounded;
+    ``streams.state.ngrams``); ngram_batch: also keep the paper's batch rule for a finished archive
     (replay: its table is not bounded);
     threads_local: keep thread state here (replay); live, each ingest partition keeps it and
     the reducer sums their partials (:meth:`Pipeline.absorb_threads`);
@@ -88,6 +89,7 @@ class PipelineConfig:
     verbatim_enabled: bool = True
     ngram_grace_days: int | None = 7
     ngram_batch: bool = False
+    ngram_max_tracked: int | None = MAX_TRACKED
     influence: InfluenceConfig = field(default_factory=InfluenceConfig)
     threads: ThreadsConfig = field(default_factory=ThreadsConfig)
     threads_local: bool = True
@@ -108,7 +110,8 @@ class Pipeline:
         self.verbatim = VerbatimFilter(cfg.verbatim_threshold, enabled=cfg.verbatim_enabled)
         self.centroid = CentroidState(cfg.window, matrix_windows=cfg.matrix_windows)
         self.knn = KnnState(k=cfg.knn_k, window=cfg.window)
-        self.ngrams = NgramTracker(grace_days=cfg.ngram_grace_days, batch=cfg.ngram_batch)
+        self.ngrams = NgramTracker(grace_days=cfg.ngram_grace_days, batch=cfg.ngram_batch,
+                                   max_tracked=cfg.ngram_max_tracked)
         self.influence = InfluenceEngine(cfg.influence)
         # cascades and roles read the interaction graph the influence engine feeds
         self.cascades = CascadeEngine(cfg.cascades, graph=self.influence.graph)
