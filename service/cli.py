@@ -294,8 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "endless with --realtime)")
     m.add_argument("--max-events", type=int)
     m.add_argument("--scenario", action="append", default=[],
-                   help="surge|supernode|burst|drift|collapse[:start=2h,duration=30m,"
-                   "intensity=80]; repeat for several")
+                   help="surge|supernode|burst|drift|collapse|adapt|lockstep[:start=2h,"
+                   "duration=30m,intensity=80]; repeat for several (several drift = several "
+                   "drifters)")
     m.add_argument("--realtime", action="store_true", help="event times are now, paced live")
     m.add_argument("--out", help="write events.jsonl and labels.jsonl here instead of Kafka")
     m.add_argument("--raw", action="store_true", help="with --out: raw Moltbook API answers")
