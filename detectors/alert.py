@@ -68,7 +68,8 @@ class Alert(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    type: str = Field(description="surge | supernode | burst | shift | engagement")
+    type: str = Field(
+        description="surge | supernode | burst | shift | engagement | lockstep | socialisation")
     key: str = Field(description="What the incident is about, e.g. token:CLAW or agent:KingMolt")
     severity: Severity
     fingerprint: str
