@@ -1,4 +1,5 @@
-"""Current metric values and their recent series, as the worker last wrote them to Redis."""
+"""Current metric values and their recent series, as the worker last wrote them to Redis; the
+crawl's progress, as the crawler last committed it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query
 
 from service.api.deps import RedisDep, SettingsDep
+from service.stores.checkpoint import CheckpointStore
 from service.stores.metrics import MetricStore
 
 router = APIRouter(prefix="/v1", tags=["metrics"])
@@ -54,3 +56,12 @@ def detail(name: str, store: StoreDep) -> Any:
     if value is None:
         raise HTTPException(404, f"no detail named {name!r}; see GET /v1/details")
     return value
+
+
+@router.get("/crawler")
+def crawler_progress(r: RedisDep, settings: SettingsDep) -> dict[str, Any]:
+    """Where the crawl stands (``moltscope crawl`` writes it with every checkpoint): posts
+    tracked, comment deficit and backfill, the platform's totals and the capture ratio;
+    ``{"reported": false}`` while no crawler has reported (the source is not ``crawl``)."""
+    progress = CheckpointStore(r, prefix=settings.crawler.checkpoint_prefix).progress()
+    return {"reported": False} if progress is None else {"reported": True, **progress}

@@ -276,6 +276,8 @@ class MoltbookCrawler:
         self._next_stats = 0.0
         self._base: tuple[float, dict[str, int]] | None = None  # first /stats: (time, totals)
         self._since = {"posts": 0, "comments": 0}  # emitted, created after the base time
+        self._platform: dict[str, int] = {}  # the latest /stats totals
+        self._capture: dict[str, float] = {}  # the capture ratio by kind, once known
 
     # ------------------------------------------------------------------ public
 
@@ -346,6 +348,21 @@ class MoltbookCrawler:
         m.backfill_pending.set(sum(self._posts[p].backfilled < self._posts[p].count
                                    for p in self._deficits))
 
+    def progress(self) -> dict[str, Any]:
+        """Where the crawl stands, for the API and the live page (JSON-safe)."""
+        return {
+            "at": self._clock(),
+            "posts_tracked": len(self._posts),
+            "walk_in_progress": self._disc.get("walk") is not None,
+            "comment_deficit": sum(self._deficits.values()),
+            "posts_with_deficit": len(self._deficits),
+            "backfill_pending_posts": sum(self._posts[p].backfilled < self._posts[p].count
+                                          for p in self._deficits),
+            "platform": dict(self._platform),
+            "capture_ratio": dict(self._capture),
+            "requests_per_minute": self.opts.requests_per_minute,
+        }
+
     def _account(self, pid: str) -> None:
         """Keep the post's comment deficit (comment_count over comments received) current."""
         post = self._posts.get(pid)
@@ -368,6 +385,7 @@ class MoltbookCrawler:
             add_seen=unit.seen,
             add_pending=unit.pending,
             done_pending=unit.done,
+            progress=self.progress(),
         )
 
     def _horizon(self, pid: str) -> float:
@@ -782,6 +800,7 @@ class MoltbookCrawler:
                if isinstance(v := totals.get(k), int) and not isinstance(v, bool)}
         for kind, value in got.items():
             self.metrics.platform.labels(kind=kind).set(value)
+        self._platform.update(got)
         if not {"posts", "comments"} <= got.keys():
             return _Unit()
         if self._base is None:
@@ -789,7 +808,8 @@ class MoltbookCrawler:
             return _Unit()
         for kind in ("posts", "comments"):
             if (grown := got[kind] - self._base[1][kind]) > 0:
-                self.metrics.capture.labels(kind=kind).set(self._since[kind] / grown)
+                self._capture[kind] = self._since[kind] / grown
+                self.metrics.capture.labels(kind=kind).set(self._capture[kind])
         return _Unit()
 
     # ------------------------------------------------------------------ profiles

@@ -9,7 +9,10 @@ Keys under ``prefix`` (default ``moltscope:crawler``):
 - ``{prefix}:seen`` set: names ``agent:<name>`` / ``submolt:<name>`` whose entity event was
   emitted (or is pending a profile fetch): bounded by the platform's agents and submolts;
 - ``{prefix}:pending`` hash: agent name -> fallback AgentEvent JSON ("" if none) of authors
-  whose profile is still to fetch.
+  whose profile is still to fetch;
+- ``{prefix}:progress`` string: JSON of the crawl's progress (what the API's
+  ``GET /v1/crawler`` and the live page show: posts tracked, comment deficit, backfill, capture
+  ratio, requests), rewritten with every commit; not part of the checkpoint proper.
 
 Every :meth:`CheckpointStore.commit` is one MULTI/EXEC transaction, so a crawler killed at any
 point leaves either the old or the new checkpoint, never a mix.
@@ -41,6 +44,7 @@ class CheckpointStore:
     def __init__(self, client: redis.Redis, prefix: str = "moltscope:crawler") -> None:
         self._r = client
         self._k = {n: f"{prefix}:{n}" for n in ("discovery", "posts", "seen", "pending")}
+        self._progress = f"{prefix}:progress"
 
     def load(self) -> Checkpoint:
         def text(v: bytes | str) -> str:
@@ -63,9 +67,12 @@ class CheckpointStore:
         add_seen: Iterable[str] = (),
         add_pending: Mapping[str, str] | None = None,
         done_pending: Iterable[str] = (),
+        progress: Mapping[str, Any] | None = None,
     ) -> None:
         """Apply one unit of crawler progress in a single transaction."""
         pipe = self._r.pipeline(transaction=True)
+        if progress is not None:
+            pipe.set(self._progress, json.dumps(progress))
         if discovery is not None:
             pipe.set(self._k["discovery"], json.dumps(discovery))
         if put_posts:
@@ -83,5 +90,10 @@ class CheckpointStore:
             pipe.hdel(self._k["pending"], *done)
         pipe.execute()
 
+    def progress(self) -> dict[str, Any] | None:
+        """The crawl's progress as last committed (None: no crawler has reported)."""
+        raw = self._r.get(self._progress)
+        return json.loads(raw) if raw else None
+
     def clear(self) -> None:
-        self._r.delete(*self._k.values())
+        self._r.delete(*self._k.values(), self._progress)

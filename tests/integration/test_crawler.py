@@ -17,8 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
+from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 
+from service.api.app import create_app
+from service.api.deps import redis_dep
 from service.config import CrawlerSettings
 from service.sources.crawler import MoltbookCrawler
 from service.sources.normalise import normalise_post_detail, parse_time
@@ -722,15 +725,18 @@ def test_comment_deficits_backfilled_largest_first_within_the_budget() -> None:
     assert gaps.min() >= 60.0 / (RPM * share) * 0.999
 
 
-def test_capture_ratio_against_the_platform_totals() -> None:
+def test_capture_ratio_against_the_platform_totals(redis_client: redis.Redis) -> None:
     """GET /stats: the platform's totals as gauges; the capture ratio counts what was created
     after the first answer. Posts are created as they appear (fresh), their comments with
     them; once all have appeared and been crawled, the posts' ratio is 1 and the comments'
-    is the share of the counted comments the trees really hold."""
+    is the share of the counted comments the trees really hold. The progress the crawler
+    commits with its checkpoint says the same, and ``GET /v1/crawler`` serves it."""
+    store = CheckpointStore(redis_client)
     with FakeMoltbook(initial=20, release_every=2, reveal_ticks=0, profile_posts=0,
                       fresh=True) as fake:
         registry = CollectorRegistry()
-        crawler = MoltbookCrawler(options(fake, stats_interval_s=0.05), registry=registry)
+        crawler = MoltbookCrawler(options(fake, stats_interval_s=0.05), store,
+                                  registry=registry)
 
         def ratio(kind: str) -> float | None:
             return registry.get_sample_value("moltscope_crawler_capture_ratio", {"kind": kind})
@@ -744,9 +750,13 @@ def test_capture_ratio_against_the_platform_totals() -> None:
             return (sum(len(fake._comments[p]) for p in after)
                     / sum(fake.payloads[p]["post"].get("comment_count") or 0 for p in after))
 
+        def committed() -> dict[str, Any]:
+            return (store.progress() or {}).get("capture_ratio", {})
+
         def done(items: list[Any]) -> bool:
             return (len(fake.visible(fake.tick)) == len(fake.order)
-                    and ratio("posts") == 1.0 and ratio("comments") == expected())
+                    and ratio("posts") == 1.0 and ratio("comments") == expected()
+                    and committed() == {"posts": 1.0, "comments": expected()})
 
         items, crash = crawl(crawler, done)
         stats = fake.stats(fake.tick)
@@ -755,3 +765,12 @@ def test_capture_ratio_against_the_platform_totals() -> None:
     for kind in ("posts", "comments", "agents"):
         assert registry.get_sample_value("moltscope_crawler_platform_count",
                                          {"kind": kind}) == stats[kind]
+    progress = store.progress()
+    assert progress is not None and progress["posts_tracked"] > 0
+    assert progress["platform"]["posts"] == stats["posts"]
+    app = create_app()
+    app.dependency_overrides[redis_dep] = lambda: redis_client
+    with TestClient(app) as http:
+        assert http.get("/v1/crawler").json() == {"reported": True, **progress}
+        store.clear()
+        assert http.get("/v1/crawler").json() == {"reported": False}

@@ -33,6 +33,7 @@ from service.delivery.history import AlertHistory
 from service.embedded import ManagedProcess, free_port, port_open
 from service.stack import settings_env
 from service.stores.agents import AgentStore
+from service.stores.checkpoint import CheckpointStore
 from service.stores.metrics import MetricStore
 from streams.events import PostEvent
 from streams.reducer import AgentValues
@@ -163,6 +164,11 @@ def seeded(redis_port: int, tmp_path: Path) -> Iterator[tuple[Settings, redis.Re
     history.record(alert("supernode", f"agent:{agents[5]}", "resolved", t - timedelta(hours=2),
                          f"{agents[5]} became a super-node", {"pagerank": 0.051, "rank": 1},
                          severity="info"), now=now)
+    # a crawler's progress, as `moltscope crawl` commits it with its checkpoint
+    CheckpointStore(r, prefix=settings.crawler.checkpoint_prefix).commit(progress={
+        "at": now - 30, "posts_tracked": 1234, "walk_in_progress": True, "comment_deficit": 567,
+        "posts_with_deficit": 89, "backfill_pending_posts": 12, "platform": {"posts": 99999},
+        "capture_ratio": {"posts": 0.5, "comments": 0.25}, "requests_per_minute": 55.0})
     api = ManagedProcess("api", [sys.executable, "-m", "service.cli", "api"],
                          lambda: port_open(settings.api_port), tmp_path / "api.log",
                          env=settings_env(settings))
@@ -237,6 +243,9 @@ def test_the_page_shows_what_the_api_serves(seeded: tuple[Settings, redis.Redis,
     progress = w.page.inner_text("#progress")
     assert str(int(want[("events_processed_total", "{}")])) in progress
     assert "12 events/s" in progress
+    assert "1234 posts tracked, listing walk under way" in progress
+    assert "567 on 89 posts, 12 awaiting backfill" in progress
+    assert "posts 50.0 %, comments 25.0 %" in progress
 
     # a chart for every vital, each with its lines drawn by uPlot
     lines = dict(w.page.eval_on_selector_all(

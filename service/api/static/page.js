@@ -118,6 +118,20 @@ function sampleValue(samples, name) {
   return found.reduce((a, s) => a + s.value, 0);  // labelled ones (alerts_firing{type}): the sum
 }
 
+function crawlFacts(c) {
+  // what `moltscope crawl` last committed (GET /v1/crawler): nothing when no crawler reports
+  if (!c || !c.reported) return [];
+  const pct = (x) => (x === undefined || x === null ? "–" : `${(100 * x).toFixed(1)} %`);
+  const cap = c.capture_ratio || {};
+  return [
+    ["crawl", `${fmt(c.posts_tracked)} posts tracked${c.walk_in_progress ? ", listing walk under way" : ""}`
+      + ` (${ago(Date.now() / 1000 - c.at)})`],
+    ["comment deficit", `${fmt(c.comment_deficit)} on ${fmt(c.posts_with_deficit)} posts, `
+      + `${fmt(c.backfill_pending_posts)} awaiting backfill`],
+    ["capture vs /stats", `posts ${pct(cap.posts)}, comments ${pct(cap.comments)}`],
+  ];
+}
+
 function renderProgress(m) {
   const now = Date.now() / 1000;
   const latest = sampleValue(m.samples, "event_time_latest_seconds");
@@ -130,6 +144,7 @@ function renderProgress(m) {
     ["events processed", fmt(sampleValue(m.samples, "events_processed_total"))],
     ["processing rate", rate === null || rate === undefined ? "–" : `${fmt(rate)} events/s`],
     ["dead letters", fmt(dead)],
+    ...crawlFacts(state.crawler),
   ];
   $("#progress").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", {text: k}),
                                                                el("dd", {text: v})]));
@@ -510,6 +525,7 @@ async function refresh() {
         const got = await getJSON(`v1/metrics/events_processed_total?last=60`);
         state.eventRate = eventRate(got.values[0] && got.values[0].series);
       }
+      state.crawler = await getJSON("v1/crawler");
       renderProgress(m);
       renderTiles(m.samples);
       renderValues(m);
