@@ -32,6 +32,7 @@ from detectors.burst import BurstConfig, BurstDetector
 from detectors.engagement import EngagementConfig, EngagementDetector
 from detectors.lockstep import LockstepConfig, LockstepDetector
 from detectors.shift import ShiftConfig, ShiftDetector
+from detectors.socialisation import SocialisationConfig
 from detectors.supernode import SupernodeConfig, SupernodeDetector
 from detectors.surge import SurgeConfig, SurgeDetector
 from streams.state.base import Item, Snapshot
@@ -68,6 +69,8 @@ class DetectorConfig:
     shift: ShiftConfig = field(default_factory=ShiftConfig)
     engagement: EngagementConfig = field(default_factory=EngagementConfig)
     lockstep: LockstepConfig = field(default_factory=LockstepConfig)
+    # judged by the reducer (and the replay) on the per-agent stage's merged population
+    socialisation: SocialisationConfig = field(default_factory=SocialisationConfig)
 
 
 class DetectorSuite:

@@ -26,6 +26,10 @@ from streams.order import ALLOWED_LATENESS_S, IDLE_PARTITION_S
 from streams.partition import DEDUP_CAPACITY
 from streams.pipeline import PipelineConfig
 from streams.reducer import IDLE_AFTER_S
+from streams.state.actions import ActionConfig
+from streams.state.drift import DriftConfig
+from streams.state.feedback import FeedbackConfig
+from streams.state.impact import ImpactConfig
 
 #: The engines' defaults: the settings below take theirs from here, never restate them.
 _PIPELINE = PipelineConfig()
@@ -136,6 +140,12 @@ class IndividualSettings(BaseModel):
     whole_history: bool = Field(False, description="Lift the per-agent engines' time horizons "
                                 "(action window, idle agents' life): every act counts; a "
                                 "replay report always does (it covers the whole archive)")
+    # each engine's own settings (defaults and meanings in its module, docs/metrics.md), e.g.
+    # MOLTSCOPE_INDIVIDUALS__DRIFT__MIN_POSTS=20
+    drift: DriftConfig = Field(default_factory=DriftConfig)
+    feedback: FeedbackConfig = Field(default_factory=FeedbackConfig)
+    impact: ImpactConfig = Field(default_factory=ImpactConfig)
+    action: ActionConfig = Field(default_factory=ActionConfig)
 
 
 class ProbeSettings(BaseModel):
@@ -234,7 +244,9 @@ class Settings(BaseSettings):
     def agent_stage(self) -> AgentStageConfig:
         i = self.individuals
         return AgentStageConfig(engines=tuple(i.engines), expire_step_s=i.expire_step_s,
-                                whole_history=i.whole_history)
+                                whole_history=i.whole_history,
+                                configs=(("drift", i.drift), ("feedback", i.feedback),
+                                         ("impact", i.impact), ("action", i.action)))
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}-{name}"

@@ -143,7 +143,7 @@ class Reducer:
         # agents partition -> (next offset covered, population partial)
         self.agent_partials: dict[int, tuple[int, dict[str, Any]]] = {}
         self.society: Society | None = None  # the inputs last handed to the partitions
-        self.socialisation = SocialisationDetector()
+        self.socialisation = SocialisationDetector(pipeline.config.detectors.socialisation)
         self.population: Snapshot | None = None  # the partials merged, when they change
 
     @property

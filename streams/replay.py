@@ -122,7 +122,10 @@ def replay(items: Iterable[Event | DeadLetter], pipeline: Pipeline | None = None
     drive (default: every per-agent engine with its defaults).
     """
     order: EventTimeOrder[Event] = EventTimeOrder(1, allowed_lateness_s=allowed_lateness_s)
-    result = ReplayResult(pipeline or Pipeline(), order, stage=stage or AgentStage())
+    pipeline = pipeline or Pipeline()
+    result = ReplayResult(pipeline, order, stage=stage or AgentStage(),
+                          socialisation=SocialisationDetector(
+                              pipeline.config.detectors.socialisation))
     p, router, agents = result.pipeline, result.router, result.stage
     dedup = Dedup(dedup_capacity)
     waiting: list[Event] = []

@@ -6,6 +6,8 @@ import dataclasses
 import subprocess
 import sys
 
+import pytest
+
 from service.config import Settings
 from service.stack import settings_env
 
@@ -42,3 +44,27 @@ def test_society_settings_take_the_engines_defaults() -> None:
     s.society.pagerank_step_s = 60.0
     step = s.pipeline().influence.step
     assert seconds(step) == 60.0 and type(step) is type(engine.influence.step)
+
+
+def test_per_agent_engines_and_socialisation_read_their_settings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each per-agent engine's config and the socialisation detector's come from the settings
+    (defaults: the engines' own), live (reducer) and offline (replay) alike."""
+    from streams.agent_stage import AgentStage, AgentStageConfig
+    from streams.pipeline import Pipeline
+    from streams.reducer import Reducer
+    from streams.replay import replay
+
+    default = AgentStage(Settings().agent_stage())
+    assert {n: e.cfg for n, e in default.engines.items()} == {
+        n: e.cfg for n, e in AgentStage(AgentStageConfig()).engines.items()}
+    monkeypatch.setenv("MOLTSCOPE_INDIVIDUALS__DRIFT__MIN_POSTS", "20")
+    monkeypatch.setenv("MOLTSCOPE_INDIVIDUALS__ACTION__MIN_GAPS", "9")
+    monkeypatch.setenv("MOLTSCOPE_ALERTS__SOCIALISATION__MIN_AGENTS", "50")
+    s = Settings()
+    stage = AgentStage(s.agent_stage())
+    assert stage.engines["drift"].cfg.min_posts == 20
+    assert stage.engines["action"].cfg.min_gaps == 9
+    pipeline = Pipeline(s.pipeline(threads_local=False))
+    assert Reducer(pipeline, partitions=1).socialisation.cfg.min_agents == 50
+    assert replay([], Pipeline(s.pipeline())).socialisation.cfg.min_agents == 50
