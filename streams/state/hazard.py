@@ -82,7 +82,10 @@ Model = Literal["published", "time_varying"]
 class HazardConfig:
     """model ["published"]: the paper's code's model, or "time_varying" (see the module);
     every [6 h]: event time between two fits in :meth:`HazardEngine.expire` (None: only
-    when :meth:`HazardEngine.fit` is called, e.g. a replay's close); max_cascades [1000]:
+    when :meth:`HazardEngine.fit` is called, e.g. a replay's close); min_growth [0.25]: and
+    only once the texts seen grew by this share since the last fit (as the roles engine: the
+    fits, seconds each, stay a few per tenfold growth of the stream, not one every 6 h of a
+    replayed archive); max_cascades [1000]:
     largest cascades fitted; max_rows: table rows (subjects, or episodes) at most (None: the
     model's default, 20,000 published, 5,000 time-varying: the fits grow faster than linearly,
     measured 3-7 s and ~2-3 s on 2 shared cores, bench/bench_published.py);
@@ -91,6 +94,7 @@ class HazardConfig:
 
     model: Model = "published"
     every: timedelta | None = timedelta(hours=6)
+    min_growth: float = 0.25
     max_cascades: int = 1000
     max_rows: int | None = None
 
@@ -187,6 +191,8 @@ class HazardEngine:
         self._every = None if every is None else every.total_seconds()
         self._due: float | None = None
         self.latest: float | None = None  # latest event time seen: the censoring time
+        self.texts = 0  # posts and comments with an author seen (the growth the cadence reads)
+        self._texts_fitted = 0  # ... at the last fit
         self.fits_total = 0
         self._fit: HazardFit | None = None
         self._info: dict[str, Any] = {}
@@ -194,18 +200,21 @@ class HazardEngine:
     def update(self, item: Item) -> None:
         if self.latest is None or item.t > self.latest:
             self.latest = item.t
+        if item.text is not None and item.author is not None:
+            self.texts += 1
         if self._own_cascades:
             self.cascades.update(item)
 
     def expire(self, now: float) -> None:
-        """Fit once every ``every`` of event time."""
+        """Fit at most once every ``every`` of event time, once the texts grew by
+        ``min_growth`` since the last fit."""
         if self._own_cascades:
             self.cascades.expire(now)
         if self._every is None:
             return
         if self._due is None:
             self._due = now + self._every
-        elif now >= self._due:
+        elif now >= self._due and self.texts >= (1 + self.config.min_growth) * self._texts_fitted:
             self.fit(now)
             self._due = now + self._every
 
@@ -290,6 +299,7 @@ class HazardEngine:
         """Fit now (the pipeline's close; live, :meth:`expire` calls it)."""
         table = self.table(now)
         self.fits_total += 1
+        self._texts_fitted = self.texts
         self._fit = cox_fit(table, self.config.model)
         at = now if now is not None else self.latest
         self._info = {"model": self.config.model, "cascades": table.attrs["cascades"],

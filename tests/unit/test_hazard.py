@@ -303,13 +303,19 @@ def test_a_cascade_over_the_cap_alone_is_sampled_by_subject() -> None:
 
 def test_fits_at_a_slow_cadence() -> None:
     events, _ = contagion(0.53, 8, agents=120, cascades=3)
-    cas, hz = run(events, 5, HazardConfig(every=pd.Timedelta(hours=6).to_pytimedelta()))
+    six = pd.Timedelta(hours=6).to_pytimedelta()
+    cas, hz = run(events, 5, HazardConfig(every=six))
     t = events[-1].event_time.timestamp()
     for step in range(0, 13 * 3600, 600):  # 13 h of ticks: due at 6 h and at 12 h
         hz.expire(t + step)
     snap = hz.snapshot()
-    assert snap.value("cascade_hazard_fits_total") == 2
+    # at 12 h no new text came since the 6 h fit (min_growth 25 %): no second fit
+    assert snap.value("cascade_hazard_fits_total") == 1
     assert snap.value("cascade_hazard_ratio") is not None
+    every = HazardEngine(HazardConfig(every=six, min_growth=0.0), cas)
+    for step in range(0, 13 * 3600, 600):
+        every.expire(t + step)
+    assert every.snapshot().value("cascade_hazard_fits_total") == 2
     never = HazardEngine(HazardConfig(every=None), cas)
     for step in range(0, 13 * 3600, 600):
         never.expire(t + step)
