@@ -502,13 +502,6 @@ class BurstDetector:
         return Finding(self.type, f"ngram:{g}", severity, summary, evidence, score=float(n),
                        labels={"ngram": g[:64]})
 
-    def __getstate__(self) -> dict:
-        self._flush()  # the buffer is an implementation detail: flushing changes no outcome
-        return self.__dict__.copy()
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-
     def snapshot(self) -> Snapshot:
         return Snapshot(samples=[
             Sample("burst_young_ngrams", float(len(self._young)),
