@@ -472,6 +472,19 @@ class _Exposure:
     first: list[tuple[int, float, int | None]]  # first adopters_shown: agent, time, exposure
 
 
+class _Scratch:
+    """Graph-sized work arrays of the exposure computation (never pickled: made per analysis),
+    left as found after each cascade: adoption time by node (inf), hits by node (0) and a
+    node's last hit (any)."""
+
+    __slots__ = ("t", "k", "last")
+
+    def __init__(self, nodes: int) -> None:
+        self.t = np.full(nodes, np.inf)
+        self.k = np.zeros(nodes, np.int64)
+        self.last = np.zeros(nodes, np.int64)
+
+
 class _EdgeIndex:
     """The graph's cumulative edges indexed by source: a CSR of the edges up to its last
     rebuild (when the newer ones are more than a quarter of it: amortised O(log E) an edge)
@@ -897,7 +910,7 @@ class CascadeEngine:
         self._flush()
         agents, times = self._adopters(self._gram_id(ngram))
         nodes = self._graph_map()
-        gi, k_ad, others = self._exposure_of(agents, times)
+        gi, k_ad, others = self._exposure_of(agents, times, _Scratch(nodes))
         inside = gi >= 0
         mine = {self._agents[a]: int(k) for a, k in zip(agents[inside].tolist(),
                                                         k_ad[inside].tolist(), strict=True)}
@@ -905,32 +918,32 @@ class CascadeEngine:
         everyone[0] += nodes - len(others) - len(mine)
         return mine, +everyone, Counter(mine.values())
 
-    def _exposure_of(self, agents: np.ndarray, times: np.ndarray,
+    def _exposure_of(self, agents: np.ndarray, times: np.ndarray, scratch: _Scratch,
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Exposures to one cascade, k(a) = edges j -> a with j an adopter before a (a
-        non-adopter: ever), sparse (O(adopters' out-edges), not O(graph)): each adopter's
+        non-adopter: ever), sparse (O(adopters' out-edges), not O(graph): the graph-sized
+        ``scratch`` arrays are looked up by node and restored after use): each adopter's
         graph index (-1: not in the graph) and exposure (0 outside), and the exposures >= 1
         of the non-adopters."""
         gi = self._gmap[agents]
         inside = gi >= 0
-        order = np.argsort(gi[inside])
-        ga, tg = gi[inside][order], times[inside][order]  # adopters in the graph, sorted
-        src, dst = self._edges.out_edges(ga)
+        ga = gi[inside]  # adopters in the graph (distinct)
         k_ad = np.zeros(len(agents), np.int64)
+        src, dst = self._edges.out_edges(ga)
         if not len(src):
             return gi, k_ad, np.zeros(0, np.int64)
-        t_src = tg[np.searchsorted(ga, src)]
-        p = np.minimum(np.searchsorted(ga, dst), len(ga) - 1)
-        dst_adopts = ga[p] == dst
-        t_dst = np.where(dst_adopts, tg[p], np.inf)
-        nodes_hit, counts = np.unique(dst[t_src < t_dst], return_counts=True)
-        p = np.minimum(np.searchsorted(ga, nodes_hit), len(ga) - 1)
-        is_ad = ga[p] == nodes_hit
-        k_sorted = np.zeros(len(ga), np.int64)
-        k_sorted[p[is_ad]] = counts[is_ad]
-        k_inside = np.empty(len(ga), np.int64)
-        k_inside[order] = k_sorted
-        k_ad[inside] = k_inside
+        t, k, last = scratch.t, scratch.k, scratch.last
+        t[ga] = times[inside]  # adoption time by node; inf for the others
+        hit = dst[t[src] < t[dst]]
+        n = np.arange(len(hit))
+        last[hit] = n  # each node hit once: where its last hit is
+        nodes_hit = hit[last[hit] == n]
+        is_ad = t[nodes_hit] < np.inf
+        t[ga] = np.inf
+        np.add.at(k, hit, 1)
+        counts = k[nodes_hit]
+        k_ad[inside] = k[ga]
+        k[nodes_hit] = 0
         return gi, k_ad, counts[~is_ad]
 
     def analyse(self, full: bool = False) -> None:
@@ -954,6 +967,7 @@ class CascadeEngine:
         cap = cfg.max_exposure
         budget = cfg.exposure_budget
         stale = 0
+        scratch: _Scratch | None = None
         for gid, size in zip(largest, lsizes, strict=True):  # largest first
             ex = self._exposure.get(gid)
             if ex is not None and ex.size == size and not full:
@@ -963,7 +977,9 @@ class CascadeEngine:
                 continue
             budget -= size
             agents, times = self._adopters(gid)
-            gi, k_ad, others = self._exposure_of(agents, times)
+            if scratch is None:
+                scratch = _Scratch(nodes)
+            gi, k_ad, others = self._exposure_of(agents, times, scratch)
             inside = gi >= 0
             adopted = np.bincount(np.minimum(k_ad[inside], cap), minlength=cap + 1)
             first = np.lexsort((agents, times))[:cfg.adopters_shown].tolist()
