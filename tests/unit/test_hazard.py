@@ -20,7 +20,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from streams.events import CommentEvent, PostEvent
 from streams.state.base import Item
 from streams.state.cascades import CascadeConfig, CascadeEngine
-from streams.state.hazard import HazardConfig, HazardEngine, Model, cox_fit
+from streams.state.hazard import HazardConfig, HazardEngine, Model, cox_fit, ranked
 from streams.text import tokenize
 from tests.unit.collective_data import thread_events
 
@@ -323,3 +323,39 @@ def test_fits_at_a_slow_cadence() -> None:
     empty = HazardEngine()
     empty.fit()
     assert empty.snapshot().value("cascade_hazard_ratio") is None  # nothing to fit: no figure
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_efron_fit_is_lifelines_fit(seed: int) -> None:
+    """The vectorised published fit against lifelines' CoxPHFitter on tables with many tied
+    durations, censored rows (the fit takes them, though the published model has none), few
+    or many rows: coefficient, standard error, p and the interval to 1e-9."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(6, 2500))
+    x = rng.integers(0, int(rng.integers(2, 9)), n)
+    t = np.round(rng.exponential(1 / (0.2 * rng.uniform(0.3, 2.0) ** x)), seed % 3)
+    e = rng.random(n) < (1.0 if seed % 2 else rng.uniform(0.3, 0.9))
+    e[0] = True
+    x[:2] = [0, 1]
+    table = pd.DataFrame({"duration": t, "event": e.astype(int), "exposure": x})
+    fit = cox_fit(table, "published")
+    want = CoxPHFitter().fit(table.sort_values(list(table.columns)).reset_index(drop=True),
+                             duration_col="duration", event_col="event")
+    ci = np.exp(want.confidence_intervals_.loc["exposure"].to_numpy())
+    assert fit is not None
+    assert (fit.coef, fit.se, fit.p, fit.lower, fit.upper) == pytest.approx(
+        (want.params_["exposure"], want.standard_errors_["exposure"],
+         want.summary.loc["exposure", "p"], ci[0], ci[1]), rel=1e-9, abs=1e-12)
+    assert (fit.subjects, fit.events, fit.rows) == (n, int(e.sum()), n)
+
+
+def test_ranked_is_size_then_name_order() -> None:
+    """The cascades largest first, ties by n-gram, cut at the limit: the order of
+    :meth:`CascadeEngine.sizes` sorted by (-size, n-gram)."""
+    events, _ = contagion(0.53, 10, agents=120, cascades=12)
+    cas, _ = run(events, 3, HazardConfig())
+    sizes = cas.sizes()
+    want = sorted(sizes, key=lambda g: (-sizes[g], g))
+    assert len(set(sizes.values())) < len(sizes)  # ties to order
+    for limit in (1, 3, 5, len(want), len(want) + 4):
+        assert list(ranked(cas, limit)) == want[:limit]
