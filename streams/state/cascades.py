@@ -308,13 +308,8 @@ class _Store:
         if not len(self.sg):
             return np.zeros(len(gu), bool), lo
         agent = (ku & AGENT_MASK).astype(np.int64)
-        hi, last = end.copy(), len(self.sg) - 1
-        for _ in range(int((end - lo).max(initial=0)).bit_length()):
-            mid = (lo + hi) >> 1
-            less = text_agent[self.st[np.minimum(mid, last)]] < agent
-            open_ = lo < hi
-            lo = np.where(open_ & less, mid + 1, lo)
-            hi = np.where(open_ & ~less, mid, hi)
+        last = len(self.sg) - 1
+        lo = _agent_search(lo, end, agent, self.st, text_agent)
         found = lo < end
         p = np.minimum(lo, last)
         same = found & (text_agent[self.st[p]] == agent)
@@ -448,17 +443,32 @@ def _segment_search(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: 
     lo, end = indptr[cno], indptr[cno + 1]
     if not len(ev):
         return np.zeros(len(cno), bool), lo
-    hi = end.copy()
-    last = len(ev) - 1
-    for _ in range(int((end - lo).max(initial=0)).bit_length()):
-        mid = (lo + hi) >> 1
-        less = text_agent[ev[np.minimum(mid, last)]] < agent
-        open_ = lo < hi
-        lo = np.where(open_ & less, mid + 1, lo)
-        hi = np.where(open_ & ~less, mid, hi)
+    lo = _agent_search(lo, end, agent, ev, text_agent)
     found = lo < end
     found[found] = text_agent[ev[lo[found]]] == agent[found]
     return found, lo
+
+
+def _agent_search(lo: np.ndarray, hi: np.ndarray, agent: np.ndarray, texts: np.ndarray,
+                  text_agent: np.ndarray) -> np.ndarray:
+    """Leftmost position in each range ``texts[lo:hi]`` (sorted by their texts' agents) whose
+    agent is not below ``agent``: binary searches vectorised over the ranges still open (a
+    closed one leaves the working set, so each costs the log of its own range, not of the
+    largest)."""
+    lo = lo.copy()
+    idx = np.flatnonzero(lo < hi)
+    a_lo, a_hi, a_ag = lo[idx], hi[idx], agent[idx]
+    while len(idx):
+        mid = (a_lo + a_hi) >> 1
+        less = text_agent[texts[mid]] < a_ag
+        a_lo = np.where(less, mid + 1, a_lo)
+        a_hi = np.where(less, a_hi, mid)
+        open_ = a_lo < a_hi
+        if not open_.all():
+            lo[idx] = a_lo
+            keep = np.flatnonzero(open_)
+            idx, a_lo, a_hi, a_ag = idx[keep], a_lo[keep], a_hi[keep], a_ag[keep]
+    return lo
 
 
 @dataclass(slots=True)
@@ -769,10 +779,15 @@ class CascadeEngine:
         hit = pos < len(self._keys)
         hit[hit] = self._keys[pos[hit]] == rg[hit]
         e = pos[hit]
-        before = self._size[e].copy()
-        np.add.at(self._size, e, rc[hit].astype(np.uint32))
-        np.maximum.at(self._last, e, rt[hit])
-        after = self._size[e]
+        before = self._size[e]
+        if (e[1:] > e[:-1]).all():  # each n-gram in one run (nearly always): no scatter-add
+            after = before + rc[hit].astype(np.uint32)
+            self._size[e] = after
+            self._last[e] = np.maximum(self._last[e], rt[hit])
+        else:
+            np.add.at(self._size, e, rc[hit].astype(np.uint32))
+            np.maximum.at(self._last, e, rt[hit])
+            after = self._size[e]
         crossed = rg[hit][(before < m) & (after >= m)]
         # n-grams seen for the first time (a prefix-run may repeat one: sum its runs)
         ng, inverse = np.unique(rg[~hit], return_inverse=True)
