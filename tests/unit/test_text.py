@@ -1,0 +1,147 @@
+"""The one tokeniser and its cached views, held against a plain implementation of the rule on
+every real post and comment text of the shared archive: tokens (URLs removed, lower case,
+wordpunct), token ids (blake2b of each token), word tokens (runs of word characters) and the
+n-gram ids (the rolling hash, one length at a time), whatever order the views are read in,
+across a clear of the token cache, for texts long and short, and after a pickle round trip."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import re
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import streams.text as text_module
+from service.sources.archive import open_archive
+from streams.events import CommentEvent, PostEvent
+from streams.text import Text, ngram_ids, token_ids, tokenize
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "moltbook"
+K = 0x9E3779B97F4A7C15
+M64 = (1 << 64) - 1
+
+
+@cache
+def real_texts() -> tuple[str, ...]:
+    texts = {e.text for e in open_archive([DATA]) if isinstance(e, PostEvent | CommentEvent)}
+    return tuple(sorted(texts))
+
+
+def plain_tokens(text: str) -> list[str]:
+    text = re.sub(r"(?:https?://|www\.)\S+", " ", text.lower(), flags=re.IGNORECASE)
+    return re.findall(r"\w+|[^\w\s]+", text)
+
+
+def plain_id(token: str) -> int:
+    return int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def plain_grams(tokens: list[str], n: int) -> list[int]:
+    """The rolling hash in Python integers: sum of id(token i + j) K^(n-1-j), mod 2^64."""
+    ids = [plain_id(t) for t in tokens]
+    out = []
+    for i in range(len(ids) - n + 1):
+        h = 0
+        for j in range(n):
+            h = (h * K + ids[i + j]) & M64
+        out.append(h)
+    return out
+
+
+ORDERS = ("grams_first", "words_first", "word_grams_first", "ids_first")
+
+
+def read(t: Text, order: str, n_max: int) -> dict[str, object]:
+    """Every view of ``t``, the first one read as ``order`` says."""
+    out: dict[str, object] = {}
+    if order == "grams_first":
+        out["g3"] = t.ngram_ids(3)
+    elif order == "words_first":
+        out["words"] = t.words
+    elif order == "word_grams_first":
+        out["w3"] = t.word_ngram_ids(3)
+    out |= {"ids": t.ids, "words": t.words, "word_ids": t.word_ids}
+    for n in range(1, n_max + 1):
+        out[f"g{n}"] = t.ngram_ids(n)
+        out[f"w{n}"] = t.word_ngram_ids(n)
+    return out
+
+
+def check(text: str, views: dict[str, object], n_max: int) -> None:
+    tokens = plain_tokens(text)
+    words = [t for t in tokens if re.fullmatch(r"\w+", t)]
+    assert views["words"] == words, text
+    assert np.array_equal(views["ids"], np.array([plain_id(t) for t in tokens], np.uint64))
+    assert np.array_equal(views["word_ids"], np.array([plain_id(t) for t in words], np.uint64))
+    for n in range(1, n_max + 1):
+        for key, seq in ((f"g{n}", tokens), (f"w{n}", words)):
+            got = views[key]
+            assert isinstance(got, np.ndarray) and got.dtype == np.uint64
+            assert got.tolist() == plain_grams(seq, n), (key, text[:80])
+
+
+def test_tokens_are_the_published_rule_on_every_real_text() -> None:
+    texts = real_texts()
+    assert len(texts) > 2000
+    for s in texts:
+        assert tokenize(s) == plain_tokens(s)
+        assert Text.of(s).tokens == plain_tokens(s)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_views_equal_the_plain_rule_on_real_texts(order: str) -> None:
+    texts = real_texts()[ORDERS.index(order)::12]  # a different twelfth of the texts an order
+    for s in texts:
+        check(s, read(Text.of(s), order, 7), 7)  # lengths past MAX_N chain on
+
+
+def test_long_short_and_empty_texts() -> None:
+    """Both ways of computing the n-grams (one product for short texts, chained rows for long
+    ones) and the edges: no token, a single one, punctuation only, words only."""
+    longest = max(real_texts(), key=len)
+    assert len(tokenize(longest)) > text_module._MATMUL_MAX
+    for s in ("", "   ", "!", "gm", "...!!", "gm gm gm", "a, b", longest, longest[:400],
+              "_under_score ünïcode ÉTÉ 42 a_b-c", "http://x.io only-url www.y.com"):
+        for order in ORDERS:
+            check(s, read(Text.of(s), order, 6), 6)
+
+
+def test_free_functions_agree_with_the_views() -> None:
+    for s in real_texts()[::50]:
+        t = Text.of(s)
+        assert np.array_equal(token_ids(t.tokens), t.ids)
+        for n in range(1, 7):
+            assert np.array_equal(ngram_ids(t.ids, n), t.ngram_ids(n))
+            assert np.array_equal(ngram_ids(token_ids(t.words), n), t.word_ngram_ids(n))
+
+
+def test_cache_clear_keeps_every_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tiny token cache, cleared over and over (and its tables grown), gives the same ids."""
+    monkeypatch.setattr(text_module, "_CACHE_MAX", 50)
+    monkeypatch.setattr(text_module, "_rows", {})
+    monkeypatch.setattr(text_module, "_tid", np.zeros(4, np.int64))
+    monkeypatch.setattr(text_module, "_isword", np.zeros(4, bool))
+    grown = 0
+    for i, s in enumerate(real_texts()[::40]):
+        t = Text.of(s)
+        first = t.words if i % 2 else t.word_ngram_ids(2)  # some views now, the rest after
+        other = plain_tokens(real_texts()[-1 - i])  # another text between: clears, reuses rows
+        assert token_ids(other).tolist() == [plain_id(w) for w in other]
+        views = read(t, ORDERS[i % len(ORDERS)], 5)
+        assert first is (views["words"] if i % 2 else views["w2"])
+        check(s, views, 5)
+        grown = max(grown, len(text_module._tid))
+    assert grown > 4 and len(text_module._rows) < 50 + max(map(len, map(tokenize, real_texts())))
+
+
+def test_pickle_round_trip_at_any_point() -> None:
+    for s in real_texts()[::200]:
+        for order in ORDERS:
+            t = Text.of(s)
+            read(t, order, 2)
+            t2 = pickle.loads(pickle.dumps(t))
+            check(s, read(t2, order, 6), 6)
