@@ -296,9 +296,16 @@ class _Store:
         return self.sg.nbytes + self.st.nbytes
 
     def _range(self, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each id's prefix range of the store; a run of equal prefixes searched once (the
+        pairs come grouped by prefix: several agents of one n-gram)."""
         prefix = gids & PREFIX_MASK
-        return (np.searchsorted(self.sg, prefix),
-                np.searchsorted(self.sg, prefix | ~PREFIX_MASK, side="right"))
+        head = np.empty(len(prefix), bool)
+        head[:1] = True
+        np.not_equal(prefix[1:], prefix[:-1], out=head[1:])
+        run = np.cumsum(head) - 1
+        prefix = prefix[head]
+        return (np.searchsorted(self.sg, prefix)[run],
+                np.searchsorted(self.sg, prefix | ~PREFIX_MASK, side="right")[run])
 
     def find(self, ku: np.ndarray, gu: np.ndarray, text_agent: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray]:
