@@ -28,27 +28,36 @@ the live rule's ``ngrams.series``. It is not bounded (13 bytes per distinct n-gr
 for archives, not for the live service.
 
 Bounded memory. N-grams are the 64-bit ids of :meth:`streams.text.Text.ngram_ids` (chained
-here from the (n-1)-gram ids of the same text: the same values, fewer operations; expected
-colliding pairs ~N^2 / 2^65 for N n-grams in a table, 3e-6 for N = 10^7). Per n, a table sorted
-by id holds first and last day (uint16 days since 1970, good to 2149) and an occurrence count
-capped at 2 (uint8): 13 bytes a tracked n-gram (plus, while merging, a transient copy of one
-column and of the buffered occurrences, 8 bytes each). N-grams are dropped as soon as they can
-no longer change: unseen for more than G days (singletons included), so the tables hold only
-the n-grams of the last G + lateness + 1 days; the drop runs once per day change (nothing can
-age out within a day). Occurrences are buffered and merged in vectorised batches (at each day
-change, every ``flush_every`` occurrences and on reading): one sort of the buffered ids per n
-(one day in the buffer: ``np.sort``, no payload), one ``searchsorted`` of the distinct ones into
-the table, one insertion; births and deaths are kept as per-day counters (``births`` /
-``deaths`` of a day in the series: qualifying lives whose first / last day it is), so finished
-n-grams leave nothing but counts. A merge rewrites the tables, so the buffer holds at least an
-eighth of the tracked n-grams before one (8 bytes an occurrence: the buffer adds at most ~8 %
-to the tables' memory); per post the cost is O(tokens x max_n x log), with no Python loop over
-tokens or history.
+there from the (n-1)-gram ids of the same text; expected colliding pairs ~N^2 / 2^65 for N
+n-grams in a table, 3e-6 for N = 10^7). Per n, a table sorted by id; the live rule's holds one
+uint16 beside each id: 10 bytes a tracked n-gram (``BYTES_PER_NGRAM``; it was 13). The uint16
+packs the last day relative to the oldest day that may still change (8 bits: G + lateness <=
+255, else the wide layout below), the first day as ``min(last - first, lateness + 1)`` (a
+first day further back can never move: no post older than ``current - lateness`` is counted,
+so it is kept clamped and never read back) and the count capped at 2 (1 bit); the batch
+rule's table keeps first and last day as uint16 days since 1970 (good to 2149) and the count
+as uint8, 13 bytes. While merging, a transient copy of the id column and of the buffered
+occurrences (8 bytes each). N-grams are dropped as soon as they can no longer change: unseen
+for more than G days (singletons included), so the tables hold only the n-grams of the last
+G + lateness + 1 days; the drop runs once per day change (nothing can age out within a day).
+Occurrences are buffered and merged in vectorised batches (at each day change, every
+``flush_every`` occurrences and on reading): one sort of the buffered ids per n (one day in
+the buffer: ``np.sort``, no payload), one ``searchsorted`` of the distinct ones into the
+table, one insertion; births and deaths are kept as per-day counters (``births`` / ``deaths``
+of a day in the series: qualifying lives whose first / last day it is), so finished n-grams
+leave nothing but counts. A merge rewrites the tables, so the buffer holds at least an eighth
+of the tracked n-grams before one (8 bytes an occurrence: the buffer adds at most ~8 % to the
+tables' memory); per post the cost is O(tokens x max_n x log), with no Python loop over
+tokens or history. Repeated texts: a post whose exact text (title and body, a 16-byte
+blake2b digest) was already counted twice on its day changes nothing (each of its n-grams
+already has that day in its life and a count of 2), so it is counted in the totals and
+skipped without tokens' ids or n-gram work; the digests of the days that can still take
+posts (lateness + 1 days) are kept, ~100 bytes a distinct text (20 MB at a 200k-post day).
 
-A hard bound besides (``max_tracked``, default 100 M n-grams of all n: 1.3 GB of tables).
+A hard bound besides (``max_tracked``, default 100 M n-grams of all n: 1 GB of tables).
 Most tracked n-grams are singletons (seen once: on real posts ~650 distinct n-grams a post,
 most never seen again), and the grace rule keeps them G + lateness + 1 days: a Moltbook peak
-day (200k posts) after normal days (50k) would hold ~400 M of them, 5 GB. When a merge leaves
+day (200k posts) after normal days (50k) would hold ~400 M of them, 4 GB. When a merge leaves
 more than ``max_tracked`` n-grams, the singletons of the oldest days are evicted, whole days
 at a time, never the current day's (qualifying n-grams are never evicted: they carry the
 counters). What that costs, exactly bounded: an evicted singleton holds no count (it never
@@ -83,6 +92,7 @@ reducer adds the shards' per-day birth/death counters; the first is what is wire
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -92,8 +102,8 @@ from streams.events import PostEvent
 from streams.state.base import Item, Sample, Snapshot
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-BYTES_PER_NGRAM = 8 + 2 + 2 + 1
-MAX_TRACKED = 100_000_000  # live n-grams held (all n): 1.3 GB of tables at most, see above
+BYTES_PER_NGRAM = 8 + 2  # the live tables' layout (the batch rule's: 8 + 2 + 2 + 1)
+MAX_TRACKED = 100_000_000  # live n-grams held (all n): 1 GB of tables at most, see above
 DAY = 86_400.0
 
 
@@ -111,8 +121,9 @@ def day_label(index: int) -> str:
     return (_EPOCH + timedelta(days=index)).strftime("%Y-%m-%d")
 
 
-class _Table:
-    """Sorted ids with first/last day and a count capped at 2, for one n."""
+class _WideTable:
+    """Sorted ids with first/last day (uint16 days since 1970) and a count capped at 2, for
+    one n: the grace-free batch rule's layout (any day may still be extended), 13 B an n-gram."""
 
     __slots__ = ("keys", "first", "last", "count")
 
@@ -132,6 +143,85 @@ class _Table:
         self.keys, self.first = self.keys[mask], self.first[mask]
         self.last, self.count = self.last[mask], self.count[mask]
 
+    def get(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return (self.first[e].astype(np.int64), self.last[e].astype(np.int64),
+                self.count[e].astype(np.int64))
+
+    def put(self, e: np.ndarray, f: np.ndarray, last: np.ndarray, c: np.ndarray) -> None:
+        self.first[e], self.last[e], self.count[e] = f, last, c
+
+    def insert(self, at: np.ndarray, old: np.ndarray, keys: np.ndarray, f: np.ndarray,
+               last: np.ndarray, c: np.ndarray) -> None:
+        self.keys = _placed(self.keys, keys, at, old)
+        self.first = _placed(self.first, f.astype(np.uint16), at, old)
+        self.last = _placed(self.last, last.astype(np.uint16), at, old)
+        self.count = _placed(self.count, c.astype(np.uint8), at, old)
+
+    def lasts(self) -> np.ndarray:
+        return self.last.astype(np.int64)
+
+    def counts(self) -> np.ndarray:
+        return self.count
+
+
+class _PackedTable:
+    """The live grace rule's layout, 10 B an n-gram: sorted ids and one uint16 each,
+    ``last - origin`` (bits 0-7; every held n-gram was seen on or after ``origin``, the
+    oldest day that may still be extended, moved on at each day change), ``min(last - first,
+    lateness + 1)`` (bits 8-14) and count >= 2 (bit 15). A first day more than ``lateness``
+    before the last is kept clamped: no post can arrive before it any more (posts older than
+    ``current - lateness`` are skipped), so it can never move and is never read back."""
+
+    __slots__ = ("keys", "meta", "origin", "clamp")
+
+    def __init__(self, clamp: int) -> None:
+        self.keys = np.empty(0, np.uint64)
+        self.meta = np.empty(0, np.uint16)
+        self.origin = 0
+        self.clamp = clamp
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.meta.nbytes
+
+    def keep(self, mask: np.ndarray) -> None:
+        self.keys, self.meta = self.keys[mask], self.meta[mask]
+
+    def rebase(self, origin: int) -> None:
+        """Move ``origin`` on (every held n-gram's last day is on or after the new one)."""
+        shift = origin - self.origin
+        if shift > 0 and len(self.meta):
+            self.meta -= np.uint16(shift)  # the low byte never borrows: last >= origin
+        self.origin = origin
+
+    def get(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        m = self.meta[e].astype(np.int64)
+        last = (m & 0xFF) + self.origin
+        return last - ((m >> 8) & 0x7F), last, 1 + (m >> 15)
+
+    def _pack(self, f: np.ndarray, last: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return ((last - self.origin) | (np.minimum(last - f, self.clamp) << 8)
+                | ((c >= 2).astype(np.int64) << 15)).astype(np.uint16)
+
+    def put(self, e: np.ndarray, f: np.ndarray, last: np.ndarray, c: np.ndarray) -> None:
+        self.meta[e] = self._pack(f, last, c)
+
+    def insert(self, at: np.ndarray, old: np.ndarray, keys: np.ndarray, f: np.ndarray,
+               last: np.ndarray, c: np.ndarray) -> None:
+        self.keys = _placed(self.keys, keys, at, old)
+        self.meta = _placed(self.meta, self._pack(f, last, c), at, old)
+
+    def lasts(self) -> np.ndarray:
+        return (self.meta & 0xFF).astype(np.int64) + self.origin
+
+    def counts(self) -> np.ndarray:
+        return 1 + (self.meta >> 15)
+
+
+_Table = _WideTable | _PackedTable
+
 
 def _distinct(ids: list[np.ndarray], days: list[int]
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -142,14 +232,13 @@ def _distinct(ids: list[np.ndarray], days: list[int]
         starts = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
         day = np.full(len(starts), days[0], np.int64)
         ends = np.r_[starts[1:], len(flat)]
-        return flat[starts], day, day, np.minimum(ends - starts, 2).astype(np.uint8)
+        return flat[starts], day, day, np.minimum(ends - starts, 2)
     d = np.repeat(np.asarray(days, np.int64), [len(a) for a in ids])
     order = np.lexsort((d, flat))
     flat, d = flat[order], d[order]
     starts = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
     ends = np.r_[starts[1:], len(flat)]
-    return (flat[starts], d[starts], d[ends - 1],
-            np.minimum(ends - starts, 2).astype(np.uint8))
+    return flat[starts], d[starts], d[ends - 1], np.minimum(ends - starts, 2)
 
 
 def _placed(column: np.ndarray, values: np.ndarray, at: np.ndarray, old: np.ndarray
@@ -166,9 +255,11 @@ class _Lifecycle:
     """First/last day per n-gram (one table per n) and per-day birth/death counters, under a
     grace rule (None: the paper's batch rule, nothing ever dropped)."""
 
-    def __init__(self, max_n: int, grace_days: int | None) -> None:
+    def __init__(self, max_n: int, grace_days: int | None, lateness_days: int = 0) -> None:
         self.grace_days = grace_days
-        self.tables = [_Table() for _ in range(max_n)]
+        packed = grace_days is not None and grace_days + lateness_days <= 0xFF
+        self.tables: list[_Table] = [
+            _PackedTable(lateness_days + 1) if packed else _WideTable() for _ in range(max_n)]
         self.base: int | None = None  # day index of position 0 of the counters
         self.births = np.zeros((max_n, 0), np.int64)  # qualifying lives with first = day
         self.deaths = np.zeros((max_n, 0), np.int64)  # qualifying lives with last = day
@@ -180,7 +271,7 @@ class _Lifecycle:
         held = sum(len(t) for t in self.tables)
         if held <= keep_at_most:
             return 0, None
-        days = np.concatenate([t.last[t.count < 2] for t in self.tables]).astype(np.int64)
+        days = np.concatenate([t.lasts()[t.counts() < 2] for t in self.tables])
         days = days[days < current]
         if not len(days):
             return 0, None
@@ -192,16 +283,19 @@ class _Lifecycle:
         dropped = int(gone[k])
         for t in self.tables:
             if len(t):
-                t.keep((t.count >= 2) | (t.last.astype(np.int64) > cut))
+                t.keep((t.counts() >= 2) | (t.lasts() > cut))
         return dropped, cut
 
     def drop_done(self, watermark: int) -> None:
         """Drop n-grams that can no longer change: last + G < watermark."""
         if self.grace_days is None:
             return
+        oldest = watermark - self.grace_days  # the oldest last day that may still change
         for t in self.tables:
             if len(t):
-                t.keep(t.last.astype(np.int64) + self.grace_days >= watermark)
+                t.keep(t.lasts() >= oldest)
+            if isinstance(t, _PackedTable):
+                t.rebase(oldest)
 
     def cover(self, lo: int, hi: int) -> None:
         """Make the per-day counters cover day indices lo..hi."""
@@ -216,49 +310,52 @@ class _Lifecycle:
             self.deaths = np.pad(self.deaths, pad)
             self.base -= left
 
+    def _count(self, row: np.ndarray, plus: list[np.ndarray], minus: list[np.ndarray]
+               ) -> None:
+        """Add one to ``row`` at each day of ``plus``, take one at each of ``minus``."""
+        base, width = self.base, len(row)
+        assert base is not None
+        for days, sign in ((plus, 1), (minus, -1)):
+            for d in days:
+                if len(d):
+                    row += sign * np.bincount(d - base, minlength=width)
+
     def merge(self, n: int, uk: np.ndarray, bmin: np.ndarray, bmax: np.ndarray,
               bcnt: np.ndarray) -> None:
-        """Fold distinct ids (sorted) with their batch first/last day and count into table n."""
+        """Fold distinct ids (sorted) with their batch first/last day and count into table n.
+        Only the changes of qualifying lives' first and last days touch the counters."""
         self.cover(int(bmin.min()), int(bmax.max()))
-        base = self.base
-        assert base is not None
-        births, deaths = self.births[n], self.deaths[n]
         t = self.tables[n]
         pos = np.searchsorted(t.keys, uk)
         found = pos < len(t)
         found[found] = t.keys[pos[found]] == uk[found]
         # existing n-grams: continue their life, or start a new one after a gap > G
         e = pos[found]
-        f0, l0 = t.first[e].astype(np.int64), t.last[e].astype(np.int64)
-        c0 = t.count[e]
+        f0, l0, c0 = t.get(e)
         bm, bM, bc = bmin[found], bmax[found], bcnt[found]
         grace = self.grace_days
         cont = np.ones(len(e), bool) if grace is None else bm <= l0 + grace
-        was_q = cont & (c0 >= 2)  # its counted (first, last) are about to move
-        np.subtract.at(births, f0[was_q] - base, 1)
-        np.subtract.at(deaths, l0[was_q] - base, 1)
         nf = np.where(cont, np.minimum(f0, bm), bm)
         nl = np.where(cont, np.maximum(l0, bM), bM)
-        nc = np.where(cont, np.minimum(c0.astype(np.int64) + bc, 2), bc).astype(np.uint8)
+        nc = np.where(cont, np.minimum(c0 + bc, 2), bc)
+        was_q = cont & (c0 >= 2)  # a qualifying life that goes on: its days may move
         q = nc >= 2
-        np.add.at(births, nf[q] - base, 1)
-        np.add.at(deaths, nl[q] - base, 1)
-        t.first[e], t.last[e], t.count[e] = nf, nl, nc
+        becomes = q & ~was_q  # a life that qualifies now (new, or a singleton seen again)
+        fmove = was_q & (nf != f0)
+        lmove = was_q & (nl != l0)
+        t.put(e, nf, nl, nc)
         # new n-grams
         new = ~found
-        nk, nc = uk[new], bcnt[new]
-        nf, nl = bmin[new], bmax[new]
-        q = nc >= 2
-        np.add.at(births, nf[q] - base, 1)
-        np.add.at(deaths, nl[q] - base, 1)
+        nk, ncn = uk[new], bcnt[new]
+        nfn, nln = bmin[new], bmax[new]
+        qn = ncn >= 2
+        self._count(self.births[n], [nf[becomes | fmove], nfn[qn]], [f0[fmove]])
+        self._count(self.deaths[n], [nl[becomes | lmove], nln[qn]], [l0[lmove]])
         if len(nk):
             at = pos[new] + np.arange(len(nk))  # final places of the new ids (pos ascending)
             old = np.ones(len(t) + len(nk), bool)
             old[at] = False
-            t.keys = _placed(t.keys, nk, at, old)
-            t.first = _placed(t.first, nf.astype(np.uint16), at, old)
-            t.last = _placed(t.last, nl.astype(np.uint16), at, old)
-            t.count = _placed(t.count, nc, at, old)
+            t.insert(at, old, nk, nfn, nln, ncn)
 
     def nbytes(self) -> int:
         return sum(t.nbytes() for t in self.tables)
@@ -304,7 +401,7 @@ class NgramTracker:
         self.lateness_days = lateness_days
         self.flush_every = flush_every
         self.max_tracked = None if grace_days is None else max_tracked  # batch: never evicts
-        self._live = _Lifecycle(max_n, grace_days)
+        self._live = _Lifecycle(max_n, grace_days, lateness_days)
         self._batch = _Lifecycle(max_n, None) if batch and grace_days is not None else None
         # buffered occurrences: per n the id arrays of each text, and each text's day
         self._buf: list[list[np.ndarray]] = [[] for _ in range(max_n)]
@@ -313,6 +410,9 @@ class NgramTracker:
         self._late_days: list[int] = []
         self._buffered = 0
         self._flush_at = flush_every
+        # texts seen on each day that can still take posts (current - lateness .. current):
+        # 16-byte digest of the tokens -> times seen (1, or 2: a third copy changes nothing)
+        self._seen: dict[int, dict[bytes, int]] = {}
         self.current: int | None = None
         self._first_day: int | None = None
         self.texts_total = 0
@@ -344,6 +444,22 @@ class NgramTracker:
             buf, days = self._late, self._late_days
         else:
             self.texts_total += 1
+            # a text already seen twice this day: its n-grams all have count 2 and this day
+            # within their life, so a third copy changes nothing (and costs no n-gram work)
+            seen = self._seen.get(d)
+            if seen is None:
+                seen = self._seen[d] = {}
+            event = item.event
+            h = hashlib.blake2b(event.title.encode(), digest_size=16)
+            h.update(b"\x00")
+            h.update(event.content.encode())
+            key = h.digest()  # of the post's own text: equal texts, equal tokens
+            times = seen.get(key, 0)
+            if times >= 2:
+                k = len(text.tokens)
+                self.occurrences_total += sum(max(0, k - n) for n in range(self.max_n))
+                return
+            seen[key] = times + 1
             buf, days = self._buf, self._buf_days
         size = 0
         for n in range(self.max_n):
@@ -373,6 +489,8 @@ class NgramTracker:
         if self._first_day is None:
             self._first_day = day
         self._live.drop_done(day - self.lateness_days)
+        for old in [k for k in self._seen if k < day - self.lateness_days]:
+            del self._seen[old]  # no post of that day is counted any more
         self._bound()
 
     def _bound(self) -> None:

@@ -258,7 +258,7 @@ def test_max_tracked_evicts_old_singletons_within_the_bound(posts, tokens) -> No
         tables = tr._live.tables
         if sum(len(t) for t in tables) > bound:  # then only what may not be evicted is held
             over += 1
-            assert not any(((t.count < 2) & (t.last < tr.current)).any() for t in tables)
+            assert not any(((t.counts() < 2) & (t.lasts() < tr.current)).any() for t in tables)
     assert tr.evicted_total > 0 and tr.evicted_through is not None and over
     worst = 0
     for n in (1, 3, 5):
@@ -273,3 +273,26 @@ def test_max_tracked_evicts_old_singletons_within_the_bound(posts, tokens) -> No
     snap = tr.snapshot()
     assert snap.value("ngram_evicted_total") == tr.evicted_total
     assert snap.details["ngrams"]["evicted_through"] == day_label(tr.evicted_through)
+
+
+def test_repeated_texts_exact(posts, tokens) -> None:
+    """Copies of a text on one day (a third copy is skipped without n-gram work): the same
+    series as the plain lifecycle of every copy, live rule and batch rule; and the counters
+    count every copy."""
+    rng = random.Random(2)
+    items: list[Item] = []
+    toks: list[tuple[int, list[str]]] = []
+    for it, tk in zip(posts[:1500], tokens[:1500], strict=True):
+        copies = rng.choice((1, 1, 2, 3, 5))
+        for c in range(copies):
+            dup = Item.of(it.event.model_copy(update={"id": f"{it.event.id}#{c}"}))
+            items.append(dup)
+            toks.append(tk)
+    live = feed(NgramTracker(grace_days=3, lateness_days=1, flush_every=5_000, batch=True),
+                items)
+    once = feed(NgramTracker(grace_days=3, lateness_days=1, batch=True), posts[:1500])
+    assert live.texts_total == len(items) - live.late_total
+    assert live.occurrences_total > once.occurrences_total
+    for n in (1, 3, 5):
+        assert_series_equal(live.series(n), plain_lives_rates(toks, n, 3)[0])
+        assert_series_equal(live.series_batch(n), plain_paper_rates(toks, n))
