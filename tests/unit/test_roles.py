@@ -14,7 +14,7 @@ from sklearn.preprocessing import StandardScaler
 
 from streams.state.base import Item
 from streams.state.graph import InteractionGraph, synthetic_interactions
-from streams.state.roles import RolesConfig, RolesEngine, role_features
+from streams.state.roles import RolesConfig, RolesEngine, role_features, silhouette
 from tests.unit.collective_data import thread_events
 
 
@@ -71,6 +71,7 @@ def test_features_match_networkx() -> None:
     a = names[i]
     assert x[i, 0] == ng.in_degree(a) and x[i, 1] == ng.out_degree(a)
     assert x[i, 3] == pytest.approx(clus[a])
+    assert np.allclose(x[:, 3], [clus[n] for n in names], rtol=0, atol=1e-12)  # every agent
     assert np.allclose(x[:, 4], [pr[n] for n in names], atol=1e-10)
     sampled, xs = role_features(weights, RolesConfig(betweenness_exact_max=100,
                                                      betweenness_samples=200))
@@ -143,3 +144,18 @@ def test_a_run_spread_over_ticks_equals_one_run_and_survives_pickle() -> None:
     while back.running:
         back.expire(t + 3600)
     assert back.runs_total == 1 and back.roles() == eng.roles()
+
+
+def test_silhouette_equals_scikit_learn() -> None:
+    """One distance matrix for every k: the same mean silhouette as scikit-learn's, singleton
+    clusters and label values with gaps included; -1 for a single cluster."""
+    from sklearn.metrics import pairwise_distances
+
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(300, 5))
+    d = pairwise_distances(z)
+    for k in (2, 3, 7):
+        lab = rng.integers(0, k, 300) * 3  # gaps between the label values
+        lab[:2] = [100, 101]  # two singleton clusters
+        assert silhouette(d, lab) == pytest.approx(silhouette_score(z, lab), abs=1e-12)
+    assert silhouette(d, np.zeros(300, int)) == -1.0
