@@ -293,6 +293,14 @@ def sample_subjects(subjects: dict[str, list[tuple]], cap: int) -> list[tuple]:
     return out
 
 
+def settled(cascades: CascadeEngine) -> bool:
+    """Whether the cascade engine took no text since its last analysis (which merged its
+    buffer): true at the tick of each analysis (every ``analysis_every`` of event time once
+    ``analysis_min_texts`` more texts came), and while no text comes. Reads its internal
+    ``_texts_at_analysis``, pending a public equivalent."""
+    return cascades.texts_total == cascades._texts_at_analysis
+
+
 def ranked(cascades: CascadeEngine, limit: int) -> Iterator[str]:
     """The ``limit`` largest cascades' n-grams, largest first, ties by n-gram, named as they
     are reached: a fit reads a handful (its row cap), so naming all of them
@@ -351,14 +359,17 @@ class HazardEngine:
 
     def expire(self, now: float) -> None:
         """Fit at most once every ``every`` of event time, once the texts grew by
-        ``min_growth`` since the last fit."""
+        ``min_growth`` since the last fit, at a tick where the cascade engine is settled
+        (:func:`settled`: analysed with no text since, so the fit's read does not force it
+        to merge its buffer early)."""
         if self._own_cascades:
             self.cascades.expire(now)
         if self._every is None:
             return
         if self._due is None:
             self._due = now + self._every
-        elif now >= self._due and self.texts >= (1 + self.config.min_growth) * self._texts_fitted:
+        elif (now >= self._due and self.texts >= (1 + self.config.min_growth)
+              * self._texts_fitted and settled(self.cascades)):
             self.fit(now)
             self._due = now + self._every
 

@@ -307,6 +307,7 @@ def test_fits_at_a_slow_cadence() -> None:
     cas, hz = run(events, 5, HazardConfig(every=six))
     t = events[-1].event_time.timestamp()
     for step in range(0, 13 * 3600, 600):  # 13 h of ticks: due at 6 h and at 12 h
+        cas.expire(t + step)  # as the pipeline: the cascades first (analysed at 10 min)
         hz.expire(t + step)
     snap = hz.snapshot()
     # at 12 h no new text came since the 6 h fit (min_growth 25 %): no second fit
@@ -359,3 +360,24 @@ def test_ranked_is_size_then_name_order() -> None:
     assert len(set(sizes.values())) < len(sizes)  # ties to order
     for limit in (1, 3, 5, len(want), len(want) + 4):
         assert list(ranked(cas, limit)) == want[:limit]
+
+
+def test_a_due_fit_waits_for_the_cascade_analysis() -> None:
+    """Due, a live fit waits for a tick at which the cascade engine is settled (analysed, no
+    text since: the fit's read forces no early merge of its buffer) and comes at that tick."""
+    events, _ = contagion(0.53, 8, agents=120, cascades=3)
+    cas, hz = run(events[:-50], 5, HazardConfig(every=pd.Timedelta(hours=6).to_pytimedelta()))
+    t = events[-1].event_time.timestamp()
+    hz.expire(t)  # due at t + 6 h
+    for e in events[-50:]:
+        it = Item.of(e)
+        cas.update(it)
+        hz.update(it)
+    hz.expire(t + 7 * 3600)
+    assert hz.snapshot().value("cascade_hazard_fits_total") == 0  # due, but texts unanalysed
+    for at_s in (t + 7 * 3600, t + 7 * 3600 + 600):  # the cascades analyse at the second
+        cas.expire(at_s)
+        hz.expire(at_s)
+    info = hz.snapshot().details["cascade_hazard"]
+    assert hz.snapshot().value("cascade_hazard_fits_total") == 1
+    assert info["fitted_at"] == at(t + 7 * 3600 + 600).isoformat()
