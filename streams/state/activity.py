@@ -10,12 +10,15 @@ names) count as posts and comments (totals and buckets) but not as active or new
 ``items_without_author_total`` says how many there were.
 
 Cost: three bucket look-ups (the current bucket of each granularity is cached) and a few set
-adds an event. Memory: one small record per retained bucket; a bucket's distinct-name sets
-(agents, new agents, submolts) are kept while it can still receive events, and dropped for
-counts once event time is ``freeze_after`` (default 2 h) past its end (a later event still
-adds to its counts, never to its distinct sets: ``activity_late_items_total``); plus one
-first-seen entry per agent ever seen (``O(agents)``, about 100 bytes each). Retention per
-granularity is bounded by ``keep`` (defaults: 1,440 minutes, 720 hours, 3,660 days).
+adds an event; ``expire`` pops the buckets now due from a heap of freeze times (O(log
+buckets) a bucket, once; nothing else is touched, whatever the retention). Memory: one small
+record per retained bucket; a bucket's distinct-name sets (agents, new agents, submolts) are
+kept while it can still receive events, and dropped for counts once event time is
+``freeze_after`` (default 2 h) past its end (a later event still adds to its counts, never to
+its distinct sets: ``activity_late_items_total``; a bucket an out-of-order event opens after
+that freezes at the next ``expire``); plus one first-seen entry per agent ever seen
+(``O(agents)``, about 100 bytes each). Retention per granularity is bounded by ``keep``
+(defaults: 1,440 minutes, 720 hours, 3,660 days).
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import PostEvent, CommentEvent
@@ -32,6 +35,7 @@ granularity is bounded by ``keep`` (defaults: 1,440 minutes, 720 hours, 3,660 da
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +45,7 @@ from streams.events import CommentEvent, PostEvent, VoteEvent
 from streams.state.base import Item, Sample, Snapshot
 
 GRANULARITIES: dict[str, int] = {"minute": 60, "hour": 3600, "day": 86400}
+_NAMES = tuple(GRANULARITIES)
 DEFAULT_KEEP: dict[str, int] = {"minute": 1440, "hour": 720, "day": 3660}
 FREEZE_AFTER = 7200.0
 
@@ -101,6 +106,9 @@ class ActivityState:
                        "without_author": 0, "late": 0}
         self._submolts_seen: set[str] = set()
         self.latest: int | None = None
+        # (freeze time, granularity index, start) of every bucket created: a heap, so each
+        # tick freezes what is due in O(log buckets) and touches nothing else
+        self._due: list[tuple[float, int, int]] = []
 
     def _bucket(self, granularity: str, ts: int) -> Bucket:
         size = GRANULARITIES[granularity]
@@ -109,6 +117,8 @@ class ActivityState:
         b = od.get(start)
         if b is None:
             b = od[start] = Bucket(start)
+            heapq.heappush(self._due, (start + size + self.freeze_after,
+                                       _NAMES.index(granularity), start))
             if len(od) > 1 and next(reversed(od)) != start:  # out-of-order arrival: keep sorted
                 od = self.buckets[granularity] = OrderedDict(sorted(od.items()))
             while len(od) > self.keep[granularity]:
@@ -170,12 +180,12 @@ class ActivityState:
     def expire(self, now: float) -> None:
         """Freeze the distinct sets of buckets that ended ``freeze_after`` before ``now``
         (buckets themselves are bounded by count, ``keep``)."""
-        for g, size in GRANULARITIES.items():
-            for b in reversed(self.buckets[g].values()):  # newest first, to the frozen ones
-                if b.agents is None:
-                    break
-                if b.start + size + self.freeze_after <= now:
-                    b.freeze()
+        due = self._due
+        while due and due[0][0] <= now:
+            _, g, start = heapq.heappop(due)
+            b = self.buckets[_NAMES[g]].get(start)
+            if b is not None:  # (None: dropped by ``keep`` meanwhile)
+                b.freeze()
 
     def current(self, granularity: str) -> dict[str, Any]:
         """The bucket holding the latest event time (in progress while events arrive)."""

@@ -47,6 +47,7 @@ import heapq
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import add, sub
 from typing import Any
 
 from streams.events import CommentEvent, PostEvent
@@ -87,8 +88,7 @@ class _Post:
 
 
 def _add(into: list[int], fig: tuple[int, ...], sign: int) -> None:
-    for i, v in enumerate(fig):
-        into[i] += sign * v
+    into[:] = map(add, into, fig) if sign > 0 else map(sub, into, fig)
 
 
 def _named(fig: list[int]) -> dict[str, Any]:
@@ -107,39 +107,59 @@ class CoverageState:
         self._deficits: dict[str, int] = {}  # post id -> deficit > 0, of the horizon's posts
         self._ages: list[tuple[float, str]] = []  # (age key when pushed, post id): lazy heap
         self._orphans_dropped = 0
+        self._orphans_live = 0  # comments held for posts not seen (yet)
         self._latest: float | None = None
 
     # ------------------------------------------------------------------ contract
 
     def update(self, item: Item) -> None:
         ev = item.event
-        if isinstance(ev, PostEvent):
-            post = self._posts.get(ev.post_id)
+        t = item.t
+        if isinstance(ev, CommentEvent):  # the common case: one comment more for its post
+            pid = ev.post_id
+            post = self._posts.get(pid)
+            if post is None:
+                post = self._posts[pid] = _Post(created=None, last=t)
+                heapq.heappush(self._ages, (t, pid))
+            if post.created is None:
+                post.seen += 1
+                self._orphans_live += 1
+                if t > post.last:
+                    post.last = t
+            else:  # the change of the post's figures, written out (the hot path)
+                count, seen = post.count, post.seen
+                grown = int(seen >= count)  # expected = max(count, seen) grows with seen
+                deficit = count - seen - 1 if count > seen else 0
+                diff = (0, 0, 1, grown, grown - 1, int(deficit > 0) - int(count > seen))
+                post.seen = seen + 1
+                if t > post.last:
+                    post.last = t
+                if deficit > 0:
+                    self._deficits[pid] = deficit
+                else:
+                    self._deficits.pop(pid, None)
+                for row in (self._day(int(post.created // DAY)), self._all, self._horizon):
+                    row[:] = map(add, row, diff)
+        elif isinstance(ev, PostEvent):
+            pid = ev.post_id
+            post = self._posts.get(pid)
             observed = ev.observed_at.timestamp()
             if post is None:
-                post = self._posts[ev.post_id] = _Post(created=None)
+                post = self._posts[pid] = _Post(created=None)
             if post.created is not None:
                 if (observed, ev.comment_count) <= (post.observed, post.count):
                     return
-                self._apply(ev.post_id, post, -1)
-            post.created, post.count, post.observed = item.t, ev.comment_count, observed
-            self._apply(ev.post_id, post, +1)
-            heapq.heappush(self._ages, (post.key(), ev.post_id))
-        elif isinstance(ev, CommentEvent):
-            post = self._posts.get(ev.post_id)
-            if post is None:
-                post = self._posts[ev.post_id] = _Post(created=None, last=item.t)
-                heapq.heappush(self._ages, (post.key(), ev.post_id))
-            if post.created is not None:
-                self._apply(ev.post_id, post, -1)
-            post.seen += 1
-            post.last = max(post.last, item.t)
-            if post.created is not None:
-                self._apply(ev.post_id, post, +1)
+                before, created = post.figures(), post.created
+            else:  # first sighting: the comments that waited are no longer orphans
+                before, created = None, t
+                self._orphans_live -= post.seen
+            post.created, post.count, post.observed = t, ev.comment_count, observed
+            self._move(pid, post, before, created)
+            heapq.heappush(self._ages, (t, pid))
         else:
             return
-        if self._latest is None or item.t > self._latest:
-            self._latest = item.t
+        if self._latest is None or t > self._latest:
+            self._latest = t
 
     def expire(self, now: float) -> None:
         cut = now - self.config.horizon_s
@@ -155,6 +175,7 @@ class CoverageState:
             del self._posts[pid]
             if post.created is None:
                 self._orphans_dropped += post.seen
+                self._orphans_live -= post.seen
             else:  # its figures stay in its day and in ``all``
                 _add(self._horizon, post.figures(), -1)
                 self._deficits.pop(pid, None)
@@ -187,8 +208,7 @@ class CoverageState:
     # ------------------------------------------------------------------ reading
 
     def orphans(self) -> int:
-        return self._orphans_dropped + sum(p.seen for p in self._posts.values()
-                                           if p.created is None)
+        return self._orphans_dropped + self._orphans_live
 
     def summary(self) -> dict[str, Any]:
         """The compact figures an alert carries: capture and deficit, all posts and the
@@ -218,20 +238,31 @@ class CoverageState:
 
     # ------------------------------------------------------------------ internals
 
-    def _apply(self, pid: str, post: _Post, sign: int) -> None:
-        """Add (+1) or take back (-1) a post's figures in its day, ``all`` and the horizon."""
+    def _move(self, pid: str, post: _Post, before: tuple[int, ...] | None,
+              created: float) -> None:
+        """Move a post's figures from ``before`` (None: not counted yet; created at
+        ``created``) to its current ones, in its day, ``all`` and the horizon."""
         assert post.created is not None
-        fig = post.figures()
-        if sign > 0 and fig[4]:
-            self._deficits[pid] = fig[4]
+        after = post.figures()
+        if after[4]:
+            self._deficits[pid] = after[4]
         else:
             self._deficits.pop(pid, None)
         day = int(post.created // DAY)
+        diff = after if before is None else tuple(map(sub, after, before))
+        if before is not None and int(created // DAY) != day:
+            # a later sighting moved the post's creation to another day
+            _add(self._day(int(created // DAY)), before, -1)
+            _add(self._day(day), after, 1)
+        else:
+            _add(self._day(day), diff, 1)
+        _add(self._all, diff, 1)
+        _add(self._horizon, diff, 1)
+
+    def _day(self, day: int) -> list[int]:
         row = self._days.get(day)
         if row is None:
             row = self._days[day] = [0] * len(FIELDS)
             if len(self._days) > self.config.days:
                 del self._days[min(self._days)]
-        _add(row, fig, sign)
-        _add(self._all, fig, sign)
-        _add(self._horizon, fig, sign)
+        return row

@@ -62,3 +62,34 @@ def test_days_match_a_plain_recount_of_the_real_events() -> None:
     assert snap.value("agents_total") == len(first)
     assert snap.value("activity_late_items_total") == 0
     assert sum(b.agents is None for b in st.buckets["day"].values()) == len(rows) - 1
+
+
+def test_every_bucket_freezes_when_due_even_one_opened_late() -> None:
+    """Distinct sets are dropped for counts ``freeze_after`` past a bucket's end, also for a
+    bucket an out-of-order event opened behind frozen ones; later events count as late."""
+    t0 = datetime(2026, 2, 1, 12, tzinfo=UTC)
+
+    def post(i: int, minute: int, author: str) -> Item:
+        t = t0.timestamp() + 60 * minute
+        at = datetime.fromtimestamp(t, UTC)
+        return Item.of(PostEvent(id=f"post:{i}", event_time=at, observed_at=at,
+                                 post_id=str(i), author=author))
+
+    st = ActivityState(freeze_after=600.0)
+    for i in range(0, 40, 2):  # every other minute, ticking along
+        it = post(i, i, f"a{i}")
+        st.update(it)
+        st.expire(it.t)
+    frozen = {b.start for b in st.buckets["minute"].values() if b.agents is None}
+    due = {b.start for b in st.buckets["minute"].values() if b.start + 660 <= st.latest}
+    assert frozen == due and len(frozen) > 10
+    late = post(99, 5, "late")  # minute 5 opened now: behind frozen minutes, due already
+    st.update(late)
+    assert st.buckets["minute"][int(late.t)].agents == {"late"}
+    st.expire(st.latest)
+    assert st.buckets["minute"][int(late.t)].agents is None
+    st.update(post(100, 5, "later"))  # counted, not in the distinct sets any more
+    row = next(r for r in st.series("minute") if r["start"] == datetime.fromtimestamp(
+        late.t, UTC).isoformat())
+    assert (row["posts"], row["active_agents"]) == (2, 1)
+    assert st.snapshot().value("activity_late_items_total") == 1

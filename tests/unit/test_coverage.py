@@ -145,6 +145,39 @@ def test_a_later_sighting_replaces_the_count_and_orphans_wait(real: list[Event])
     assert (st.summary()["comment_deficit"], st.summary()["horizon_comment_deficit"]) == (6, 0)
 
 
+def test_a_later_sighting_on_another_day_moves_the_post_and_orphans_are_counted(
+        real: list[Event]) -> None:
+    """A re-sighted post whose creation time moved to another day leaves its first day; the
+    orphan count follows comments that wait, whose post comes, and that age out unclaimed."""
+    post = next(e for e in real if isinstance(e, PostEvent) and e.comment_count == 0)
+    base = post.model_copy(update={"comment_count": 3})
+    comments = [next(e for e in real if isinstance(e, CommentEvent)).model_copy(
+        update={"id": f"comment:{i}", "post_id": pid, "event_time": post.event_time
+                + timedelta(minutes=i)}) for i, pid in enumerate(
+        [post.post_id] * 2 + ["waits"] * 3 + ["never"] * 4)]
+    moved = base.model_copy(update={"id": "post:moved", "comment_count": 5,
+                                    "event_time": post.event_time + timedelta(days=1),
+                                    "observed_at": post.observed_at + timedelta(days=1)})
+    waited = base.model_copy(update={"id": "post:waits", "post_id": "waits",
+                                     "comment_count": 1})
+    st = CoverageState(CoverageConfig(horizon_s=3 * 86_400.0))
+    st.update(Item.of(base))
+    for c in comments:
+        st.update(Item.of(c))
+    assert st.orphans() == 7
+    st.update(Item.of(waited))
+    st.update(Item.of(moved))
+    assert st.orphans() == 4
+    day2 = (post.event_time + timedelta(days=1)).astimezone(UTC).date().isoformat()
+    row = next(r for r in st.details()["days"] if r["day"] == day2)
+    assert (row["posts"], row["comment_count"], row["comments_seen"]) == (1, 5, 2)
+    ref = batch([base, *comments, waited, moved])
+    assert st.details()["all"] == ref["all"]
+    assert st.details()["days"] == ref["days"]
+    st.expire(post.event_time.timestamp() + 10 * 86_400.0)  # the unclaimed ones aged out
+    assert st.orphans() == 4 and st.details()["all"] == ref["all"]
+
+
 def test_every_alert_and_report_row_carries_the_coverage_of_its_time() -> None:
     from detectors.runner import DetectorConfig
     from service.sources.simulate import ScenarioSpec
