@@ -12,10 +12,11 @@ that 5.7 tol bound against the exact power iteration. It replaces the incrementa
 (Bahmani et al.), whose pure-Python walk upkeep cost ~50 us an event on real streams for a
 noisier estimate (L1 ~0.007).
 
-Cost: a refresh is a few sparse (COO) products over the window's live edges (about 15 ms for
-460k distinct pairs, a peak day's window); the summaries sort the window's
-agents once in NumPy. Memory: 24 B a window edge slot (x2 slack) plus ~100 B an edge in the
-slot index; 8 B an agent plus its name entry.
+Cost: a refresh applies the window's net changes (a dict look-up a changed pair, the weights
+in one NumPy update) and iterates a product over the window's edge slots (one ``bincount``
+an iteration: no sparse matrix is built; about 15 ms for 460k distinct pairs, a peak day's
+window); the summaries sort the window's agents once in NumPy. Memory: 32 B a window edge
+slot (x2 slack) plus ~100 B an edge in the slot index; 8 B an agent plus its name entry.
 
 Exact PageRank (:func:`pagerank_exact`, :func:`pagerank_arrays`) is THE power iteration of the
 project (day and cumulative graphs, roles, the super-node detector); :func:`largest_gap_cut`
@@ -171,7 +172,8 @@ class WindowPageRank:
         self._name: list[str | None] = []
         self._free: list[int] = []
         self._deg: list[int] = []  # distinct incident edges; a node lives while > 0
-        self._slot: dict[tuple[int, int], int] = {}
+        self._slot: dict[Pair, int] = {}  # edge (by names): its slot
+        self._pair: list[Pair | None] = []  # slot: its edge
         self._slot_free: list[int] = []
         self._es = np.zeros(0, np.int64)
         self._ed = np.zeros(0, np.int64)
@@ -191,37 +193,51 @@ class WindowPageRank:
         return len(self._slot)
 
     def apply(self, delta: Mapping[Pair, int]) -> None:
-        """Apply one batch of net edge-weight changes ``{(src, dst): +/-units}``."""
-        for (a, b), d in delta.items():
-            if d == 0 or a == b:
+        """Apply one batch of net edge-weight changes ``{(src, dst): +/-units}``: a dict
+        look-up a pair (slots are keyed by the pair of names), the weights in one NumPy
+        update; only new and vanishing edges touch the node index."""
+        slot_of = self._slot
+        slots: list[int] = []
+        units: list[int] = []
+        for pair, d in delta.items():
+            if d == 0 or pair[0] == pair[1]:
                 continue
-            u, v = self._node(a), self._node(b)
-            key = (u, v)
-            slot = self._slot.get(key)
-            w = (0.0 if slot is None else self._ew[slot]) + d
-            if w < 0:
-                raise ValueError("edge weight would go negative: expiry of an edge never added")
+            slot = slot_of.get(pair)
             if slot is None:
+                if d < 0:
+                    raise ValueError("edge weight would go negative: expiry of an edge never "
+                                     "added")
+                u, v = self._node(pair[0]), self._node(pair[1])
                 slot = self._slot_free.pop() if self._slot_free else self._grow_slots()
-                self._slot[key] = slot
+                slot_of[pair] = slot
                 if slot >= self._hi:
                     self._hi = slot + 1
-                self._es[slot], self._ed[slot] = u, v
+                self._es[slot], self._ed[slot], self._ew[slot] = u, v, 0.0
+                self._pair[slot] = pair
                 self._deg[u] += 1
                 self._deg[v] += 1
-            self._ew[slot] = w
-            if w == 0:
-                del self._slot[key]
-                self._slot_free.append(slot)
-                for x in (u, v):
-                    self._deg[x] -= 1
-                    if self._deg[x] == 0:
-                        del self._id[self._name[x]]  # type: ignore[arg-type]
-                        self._name[x] = None
-                        self._free.append(x)
-                        self._p[x] = 0.0
-                        self._alive[x] = False
-            self._dirty = True
+            slots.append(slot)
+            units.append(d)
+        if not slots:
+            return
+        at = np.array(slots, np.int64)
+        w = self._ew[at] + np.array(units, np.float64)
+        if (w < 0).any():
+            raise ValueError("edge weight would go negative: expiry of an edge never added")
+        self._ew[at] = w
+        self._dirty = True
+        for slot in at[w == 0].tolist():  # edges that left the window
+            del slot_of[self._pair[slot]]
+            self._pair[slot] = None
+            self._slot_free.append(slot)
+            for x in (int(self._es[slot]), int(self._ed[slot])):
+                self._deg[x] -= 1
+                if self._deg[x] == 0:
+                    del self._id[self._name[x]]  # type: ignore[arg-type]
+                    self._name[x] = None
+                    self._free.append(x)
+                    self._p[x] = 0.0
+                    self._alive[x] = False
 
     def _node(self, name: str) -> int:
         u = self._id.get(name)
@@ -249,6 +265,7 @@ class WindowPageRank:
         self._es = np.concatenate([self._es, np.zeros(size - n, np.int64)])
         self._ed = np.concatenate([self._ed, np.zeros(size - n, np.int64)])
         self._ew = np.concatenate([self._ew, np.zeros(size - n, np.float64)])
+        self._pair.extend([None] * (size - n))
         self._slot_free.extend(range(size - 1, n, -1))
         return n
 
@@ -263,6 +280,7 @@ class WindowPageRank:
             a[:m] = a[old]
             a[m:] = 0
         self._slot = dict(zip(keys, range(m), strict=True))
+        self._pair = keys + [None] * (len(self._es) - m)
         self._slot_free = list(range(len(self._es) - 1, m - 1, -1))  # reused lowest first
         self._hi = m
 
@@ -283,15 +301,17 @@ class WindowPageRank:
             es, ed, ew = self._es[:hi], self._ed[:hi], self._ew[:hi]
             outw = np.bincount(es, weights=ew, minlength=size)
             coef = np.divide(ew, outw[es], out=np.zeros_like(ew), where=ew > 0)
-            m = sp.coo_matrix((coef, (ed, es)), shape=(size, size))
             dangling = alive & (outw == 0)
             p = self._p[:size].copy()
             p[alive & (p == 0)] = 1.0 / n  # fresh nodes
             p /= p.sum()
+            dangling_at = np.flatnonzero(dangling)
+            teleport = alive.astype(np.float64)  # adds 0.0 to a dead node: the same sums
             it = 0
             for it in range(1, self.max_iter + 1):  # noqa: B007 (the count is reported)
-                new = self.alpha * (m @ p)
-                new[alive] += (self.alpha * p[dangling].sum() + 1.0 - self.alpha) / n
+                # P^T p as a bincount over the slots: the COO product's own order of sums
+                new = self.alpha * np.bincount(ed, weights=coef * p[es], minlength=size)
+                new += (self.alpha * p[dangling_at].sum() + 1.0 - self.alpha) / n * teleport
                 change = np.abs(new - p).sum()
                 p = new
                 if change < self.tol:
