@@ -30,6 +30,13 @@ Topology (``<p>`` = ``DriverConfig.topic_prefix``):
 - ``<p>-alerts`` (one partition) -> **alerts**: the alert desk (history and the webhook queue);
   a timer lets the worker holding the delivery lease drain that queue.
 - ``<p>-deadletters`` (one partition) -> **dead_letters**: counted by reason.
+
+While the worker is behind (a backlog on a partition it holds: :meth:`Driver.behind`), the
+publishing timers (snapshot, per-agent profiles, per-agent values) each take at most
+:data:`PUBLISH_SHARE` of its CPU time (:class:`Pacer`): a snapshot of a large state costs a
+tenth of a second, and published every second it would slow a backlog's drain by as much.
+Caught up, they publish on every tick. Only when values are published moves, never what they
+are: the reducer applies, advances and raises alerts on every tick regardless.
 """
 
 from __future__ import annotations
@@ -37,7 +44,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,6 +86,53 @@ from streams.transport import WaitingApp
 log = logging.getLogger(__name__)
 
 Routed = tuple[int, int, Act]  # events partition, events offset, act
+
+#: While the worker is behind (a backlog on a partition it holds), each periodic publishing
+#: task (the snapshot, the per-agent profiles, the per-agent values) takes at most this share
+#: of its CPU time (:class:`Pacer`): a backlog drains at nearly the pipeline's own rate.
+PUBLISH_SHARE = 0.02
+#: Behind: an events partition with more records not yet taken than this (a live stream's
+#: batch wait holds far fewer), or a society or agents partition with more messages (each a
+#: batch; caught up, the one in hand at most).
+BEHIND_RECORDS = 1000
+BEHIND_BATCHES = 4
+
+
+class Pacer:
+    """Paces a periodic task by its own cost while the worker is behind: it runs again only
+    once the worker has spent ``cost (1 - share) / share`` CPU seconds (``clock``: this
+    process's) since it last ended, so it takes at most ``share`` of the CPU time; caught up,
+    it runs whenever its timer fires. Only when values are published moves, never what they
+    are (the state does not depend on when it is read).
+
+    >>> clock = iter([0.0, 1.0, 1.5, 20.0]).__next__
+    >>> pace = Pacer(0.05, clock=clock)
+    >>> with pace.timed():  # took 1 CPU second (0.0 -> 1.0)
+    ...     pass
+    >>> pace.due(behind=True), pace.due(behind=False)  # 0.5 s since: 19 s needed while behind
+    (False, True)
+    >>> pace.due(behind=True)  # 19 s since it ended
+    True
+    """
+
+    def __init__(self, share: float = PUBLISH_SHARE,
+                 clock: Callable[[], float] = time.process_time) -> None:
+        self.wait = (1.0 - share) / share
+        self.clock = clock
+        self.cost = 0.0
+        self.ended = -float("inf")
+
+    def due(self, behind: bool) -> bool:
+        return not behind or self.clock() - self.ended >= self.cost * self.wait
+
+    @contextmanager
+    def timed(self) -> Iterator[None]:
+        started = self.clock()
+        try:
+            yield
+        finally:
+            self.ended = self.clock()
+            self.cost = self.ended - started
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +277,29 @@ class Driver:
                 out.setdefault(agent_partition(act.agent, n), []).append((partition, offset, act))
         return out
 
+    def behind(self, consumer: Any) -> bool:
+        """Whether a partition this worker holds (``consumer``: Faust's, its assignment and
+        the highwaters of its last fetches) has a backlog (see :data:`BEHIND_RECORDS`)."""
+        held: dict[str, tuple[Callable[[int], int], int]] = {
+            self.topics["events"].get_topic_name(): (
+                lambda p: self.parts[p].next_offset if p in self.parts else 0, BEHIND_RECORDS),
+            self.topics["agents"].get_topic_name(): (
+                lambda p: self.agent_parts[p].next_offset if p in self.agent_parts else 0,
+                BEHIND_BATCHES),
+            self.topics["society"].get_topic_name(): (
+                lambda p: self.reducer.next_offset, BEHIND_BATCHES)}
+        for tp in consumer.assignment():
+            if tp.topic not in held:
+                continue
+            taken, most = held[tp.topic]
+            try:
+                end = consumer.highwater(tp)
+            except AssertionError:  # unassigned meanwhile
+                continue
+            if end is not None and end - taken(tp.partition) > most:
+                return True
+        return False
+
     def resume_reducer(self) -> None:
         """Take the checkpoint over if it is ahead of this worker's own reducer state
         (blocking: it may read the society topic and unpickle a large state)."""
@@ -335,6 +413,11 @@ def create_app(config: DriverConfig, io: Collaborators,
                 continue
             part.take(decode_acts(event.value), offset)
 
+    def behind() -> bool:
+        return driver.behind(app.consumer)
+
+    paced = {"snapshot": Pacer(), "agent_stage": Pacer(), "agents": Pacer()}
+
     def holds_society() -> bool:
         held = TP(society.get_topic_name(), 0) in app.consumer.assignment()
         if not held:
@@ -385,13 +468,16 @@ def create_app(config: DriverConfig, io: Collaborators,
             driver.duplicates = 0
         if not holds_society():  # asked every tick: it notices the partition leaving (a
             return  # former reducer's state is stale)
-        tick = reducer.tick(wall=time.time())
+        pace = paced["snapshot"]
+        publish = pace.due(behind())
+        with pace.timed() if publish else nullcontext():
+            tick = reducer.tick(wall=time.time(), publish=publish)
+            if tick.snapshot is not None:
+                io.metrics.write(tick.snapshot, at=time.time())
+            if tick.society is not None:
+                io.society.publish(tick.society)
         for alert in tick.alerts:
             await alerts.send(value=alert.model_dump_json().encode())
-        if tick.snapshot is not None:
-            io.metrics.write(tick.snapshot, at=time.time())
-        if tick.society is not None:
-            io.society.publish(tick.society)
 
     @app.timer(config.agents_interval_s)
     async def publish_agent_stage() -> None:
@@ -400,15 +486,19 @@ def create_app(config: DriverConfig, io: Collaborators,
         for partition in list(driver.agent_parts):
             if partition not in assigned:  # moved to another worker: its owner reports now
                 del driver.agent_parts[partition]
-        if not driver.agent_parts:
+        pace = paced["agent_stage"]
+        if not driver.agent_parts or not pace.due(behind()):
             return
-        inputs = io.society.latest()
-        for partition, part in list(driver.agent_parts.items()):
-            report = part.report(inputs)
-            if report is not None:
-                io.profiles.write(partition, report)
-                await society.send(value=encode_agents(partition, part.next_offset,
-                                                       report.partial))
+        partials: list[bytes] = []
+        with pace.timed():
+            inputs = io.society.latest()
+            for partition, part in list(driver.agent_parts.items()):
+                report = part.report(inputs)
+                if report is not None:
+                    io.profiles.write(partition, report)
+                    partials.append(encode_agents(partition, part.next_offset, report.partial))
+        for partial in partials:
+            await society.send(value=partial)
 
     if config.checkpoint_interval_s > 0:
         @app.timer(config.checkpoint_interval_s)
@@ -425,9 +515,13 @@ def create_app(config: DriverConfig, io: Collaborators,
 
     @app.timer(config.agents_interval_s)
     async def publish_agents() -> None:
-        values = reducer.agents()  # only the reducer's worker has any
-        if values is not None:
-            io.agents.write(values)
+        pace = paced["agents"]
+        if not pace.due(behind()):
+            return
+        with pace.timed():
+            values = reducer.agents()  # only the reducer's worker has any
+            if values is not None:
+                io.agents.write(values)
 
     @app.timer(config.dispatch_interval_s)
     async def dispatch() -> None:

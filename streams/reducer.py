@@ -229,10 +229,11 @@ class Reducer:
         idle = 0.0 if self.last_event_wall is None else wall - self.last_event_wall
         return latest + idle if idle > self.idle_after_s and not self.order else latest
 
-    def tick(self, wall: float) -> Tick:
+    def tick(self, wall: float, publish: bool = True) -> Tick:
         """Apply what the watermark passed since (partitions fell idle); advance the pipeline
         with the wall clock if the stream is quiet; the alert transitions, and the snapshot if
-        anything changed since the last tick."""
+        anything changed since the last published one (``publish=False``: not this time, the
+        driver paces the snapshot's cost; the change waits for the next tick that publishes)."""
         self._release(wall)
         now = self.event_time(wall)
         if now is not None and now != self.pipeline.latest:  # idle: windows close on time
@@ -248,7 +249,7 @@ class Reducer:
             self.alerts += book.reconcile(now, self.socialisation.type,
                                           self.socialisation.findings(now))
         alerts, self.alerts = self.alerts, []
-        if not self.dirty:
+        if not self.dirty or not publish:
             return Tick(alerts)
         self.dirty = False
         snap = self.pipeline.snapshot()

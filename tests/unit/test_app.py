@@ -18,13 +18,14 @@ from typing import Any
 from unittest.mock import AsyncMock
 
 import pytest
+from kafka import TopicPartition as TP
 
 import streams.reducer
 from service.config import Settings
 from service.stores.reducer_checkpoint import ReducerCheckpoint
 from service.worker import build, driver_config, live_pipeline
 from streams.agent_stage import AgentPartition, AgentsReport, Society
-from streams.app import Collaborators, Driver, create_app
+from streams.app import BEHIND_BATCHES, BEHIND_RECORDS, Collaborators, Driver, create_app
 from streams.events import CommentEvent, PostEvent
 from streams.messages import Forwarded, decode_society, encode_society, encode_threads
 from streams.partition import PartitionState
@@ -221,6 +222,36 @@ async def test_reduce_applies_each_record_once(worker) -> None:  # type: ignore[
     snap = driver.pipeline.snapshot()
     assert snap.value("posts_total") == 2.0
     assert snap.value("threads", bucket="0") == 2.0  # the stale report covered fewer records
+
+
+def test_behind_when_a_held_partition_has_a_backlog(worker) -> None:  # type: ignore[no-untyped-def]
+    """The publishing timers pace their cost only while the worker is behind: an events
+    partition more than BEHIND_RECORDS records ahead of ingest, or the society or an agents
+    partition more than BEHIND_BATCHES messages (batches) ahead of the reducer or the stage."""
+    _, driver = worker
+    name = {k: driver.topics[k].get_topic_name() for k in ("events", "society", "agents")}
+
+    class Consumer:
+        def __init__(self, ends: dict[tuple[str, int], int | None]) -> None:
+            self.ends = ends
+
+        def assignment(self) -> set[TP]:
+            return {TP(t, p) for t, p in self.ends}
+
+        def highwater(self, tp: TP) -> int | None:
+            return self.ends[(tp.topic, tp.partition)]
+
+    driver.parts[0] = driver.new_partition()
+    driver.parts[0].next_offset = 500
+    driver.reducer.next_offset = 10
+    caught_up = {(name["events"], 0): 500 + BEHIND_RECORDS, (name["society"], 0): 14,
+                 (name["agents"], 1): None, ("elsewhere", 0): 10**6}  # None: not fetched yet
+    assert not driver.behind(Consumer(caught_up))
+    for key, end in [((name["events"], 0), 501 + BEHIND_RECORDS),
+                     ((name["events"], 3), 1 + BEHIND_RECORDS),  # not restored yet: offset 0
+                     ((name["society"], 0), 11 + BEHIND_BATCHES),
+                     ((name["agents"], 1), 1 + BEHIND_BATCHES)]:
+        assert driver.behind(Consumer(caught_up | {key: end})), key
 
 
 async def test_worker_consumer_takes_the_fetch_wait() -> None:

@@ -91,6 +91,24 @@ def test_tick_publishes_changes_once_and_idle_time_moves_event_time() -> None:
     assert r.event_time(wall=4005.0) == latest  # the comment waits for the watermark
 
 
+def test_a_tick_that_does_not_publish_leaves_the_change_to_the_next_that_does() -> None:
+    """The driver paces the snapshot's cost: a tick that does not publish still applies what
+    the watermark released and yields the alerts; the next that publishes shows it all."""
+    paced, every = reducer(partitions=1), reducer(partitions=1)
+    for r in (paced, every):
+        r.apply(0, batch((post("1"), 0, 0), (comment("c", "1"), 0, 1)), wall=1.0)
+    held = paced.tick(wall=FLUSH, publish=False)
+    assert held.snapshot is None and held.society is None and paced.pipeline.events == 2
+    assert every.tick(wall=FLUSH).snapshot is not None
+    for r in (paced, every):
+        r.apply(1, batch((comment("d", "1", T + timedelta(seconds=5)), 0, 2)), wall=2.0)
+    assert paced.tick(wall=FLUSH + 1, publish=False).snapshot is None
+    snaps = [paced.tick(wall=FLUSH + 2).snapshot, every.tick(wall=FLUSH + 1).snapshot]
+    assert snaps[0] is not None and snaps[1] is not None
+    assert snaps[0].samples == snaps[1].samples and snaps[0].value("comments_total") == 2.0
+    assert paced.tick(wall=FLUSH + 3).snapshot is None  # published once
+
+
 def test_agent_values_taken_once_per_change() -> None:
     r = reducer()
     assert r.agents() is None
