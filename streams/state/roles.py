@@ -34,8 +34,10 @@ Run cost: about 0.27 s on the real-text benchmark stream's cumulative graph (7,2
 ~0.05 s each (one step a tick: set-up and PageRank, ``STEP_PIVOTS`` betweenness pivots, the
 clustering coefficients, or one k of k-means); with the growth cadence well under 1 us an
 event amortised at a million events a day. State kept between runs: the last result and one
-role label per clustered agent (a run in progress is a generator: a pickle drops it and it
-starts again at the next tick).
+role label per clustered agent; during a run, a copy of the graph's arrays as of its start
+(20 bytes a pair): a run in progress is a generator, which a pickle cannot hold, so a
+checkpoint keeps that copy and the steps taken, and the restored engine replays them at its
+next tick and goes on exactly as the original would.
 
 >>> eng = RolesEngine(RolesConfig(k_range=(3, 3)))
 >>> w = {(f"a{i}", "hub"): 1 for i in range(20)} | {("hub", "b"): 1, ("b", "c"): 1}
@@ -168,10 +170,14 @@ def clustering(out: sp.csr_matrix) -> np.ndarray:
     return out_c
 
 
-def _graph_arrays(source: InteractionGraph | Mapping[Pair, int],
-                  ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+Arrays = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]
+
+
+def _graph_arrays(source: InteractionGraph | Mapping[Pair, int] | Arrays) -> Arrays:
     if isinstance(source, InteractionGraph):
         return source.arrays()
+    if isinstance(source, tuple):  # (names, src, dst, weights) already
+        return source
     idx: dict[str, int] = {}
     names: list[str] = []
     for u, v in source:
@@ -203,7 +209,7 @@ def _drain(steps: Steps) -> Any:
             return stop.value
 
 
-def _feature_steps(source: InteractionGraph | Mapping[Pair, int],
+def _feature_steps(source: InteractionGraph | Mapping[Pair, int] | Arrays,
                    cfg: RolesConfig) -> Steps:
     """:func:`role_features` as bounded steps (a yield between them): set-up and PageRank,
     then ``STEP_PIVOTS`` sampled betweenness pivots a step (exact betweenness of a small
@@ -324,6 +330,8 @@ class RolesEngine:
         self._role: dict[str, int] = {}
         self._at: float | None = None
         self._job: Steps | None = None  # the run in progress, one step a tick
+        self._job_input: Arrays | None = None  # the graph it reads, as of its start
+        self._job_done = 0  # its steps taken
         self._job_at = 0.0
         self._job_n = 0
         self.runs_total = 0
@@ -331,9 +339,10 @@ class RolesEngine:
 
     def __getstate__(self) -> dict[str, Any]:
         # a run in progress is a generator (not picklable): dropped, and due again at once
+        # a run in progress is a generator (not picklable): its input and the steps taken are
+        # kept instead, and the restored engine replays those steps at its next tick, so it
+        # goes on exactly as the original (same graph, same seeds, same step a tick)
         state = {k: v for k, v in self.__dict__.items() if k != "_job"}
-        if self._job is not None:
-            state["_due"] = self._job_at
         state["_job"] = None
         return state
 
@@ -343,7 +352,7 @@ class RolesEngine:
     @property
     def running(self) -> bool:
         """Whether a run is in progress (spread over the coming ticks)."""
-        return self._job is not None
+        return self._job_input is not None
 
     def update(self, item: Item) -> None:
         if self._own_graph and isinstance(item.event, CommentEvent):
@@ -351,7 +360,7 @@ class RolesEngine:
 
     def expire(self, now: float) -> None:
         """One tick: a step of the run in progress, or start one when due and grown."""
-        if self._job is not None:
+        if self._job_input is not None:
             self._step()
             return
         if self._due is None:
@@ -359,18 +368,25 @@ class RolesEngine:
         elif now >= self._due:
             grown = self.graph.interactions_total
             if grown > self._ran_at_interactions * (1 + self.config.min_growth):
-                self._job = self._steps(self.graph)
+                names, src, dst, w = self.graph.arrays()
+                self._job_input = (list(names), src, dst, w)
+                self._job, self._job_done = self._steps(self._job_input), 0
                 self._job_at, self._job_n = now, grown
                 self._step()
             self._due = now + self.config.every.total_seconds()
 
     def _step(self) -> None:
-        assert self._job is not None
+        assert self._job_input is not None
+        if self._job is None:  # restored from a checkpoint: catch up with the steps taken
+            self._job = self._steps(self._job_input)
+            for _ in range(self._job_done):
+                next(self._job)
         self.steps_total += 1
+        self._job_done += 1
         try:
             next(self._job)
         except StopIteration as stop:
-            self._job = None
+            self._job, self._job_input = None, None
             self._ran_at_interactions = self._job_n
             self._finish(*stop.value)
             self._at = self._job_at
@@ -378,7 +394,7 @@ class RolesEngine:
     def refresh(self, now: float | None = None) -> None:
         """Cluster the cumulative graph now, in one go (whatever its growth; a run in
         progress is dropped)."""
-        self._job = None
+        self._job, self._job_input = None, None
         self._ran_at_interactions = self.graph.interactions_total
         self.compute(self.graph)
         self._at = now if now is not None else self.graph.now
@@ -387,7 +403,7 @@ class RolesEngine:
         """Cluster the given graph now; returns (and keeps) the summary."""
         return self._finish(*_drain(self._steps(source)))
 
-    def _steps(self, source: InteractionGraph | Mapping[Pair, int]) -> Steps:
+    def _steps(self, source: InteractionGraph | Mapping[Pair, int] | Arrays) -> Steps:
         """A whole run as bounded steps; returns (agents, features, clustering)."""
         names, x = yield from _feature_steps(source, self.config)
         res = (yield from _cluster_steps(x, self.config)) if len(names) else None

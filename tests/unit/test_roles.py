@@ -118,32 +118,40 @@ def test_sampled_agents_and_growth_cadence() -> None:
 
 
 def test_a_run_spread_over_ticks_equals_one_run_and_survives_pickle() -> None:
+    """A run reads the graph as of its start, whatever arrives while it runs; a checkpoint
+    taken at any step (pickled, restored) goes on to the same result at the same tick."""
     import pickle
 
-    edges = synthetic_interactions(6000, 1500, timedelta(hours=5), seed=3)
+    edges = synthetic_interactions(7000, 1500, timedelta(hours=5), seed=3)
+    more = edges[6000:]  # arrive while the run is in progress
     cfg = RolesConfig(every=timedelta(hours=1), betweenness_exact_max=100, sample=1200,
                       k_range=(3, 5))
     eng = RolesEngine(cfg)
-    for e in edges:
+    for e in edges[:6000]:
         eng.graph.add(e)
+    ref = RolesEngine(cfg)
+    ref.compute(eng.graph)  # the graph as of the run's start
     t = edges[-1].time
     eng.expire(t)  # arms the cadence
     eng.expire(t + 3600)  # due and grown: a run starts, one step this tick
     assert eng.running and eng.runs_total == 0
-    back = pickle.loads(pickle.dumps(eng))  # mid-run: the run is dropped and due again
-    assert not back.running
+    copies: list[tuple[int, RolesEngine]] = []
     steps = 0
     while eng.running:
+        copies.append((steps, pickle.loads(pickle.dumps(eng))))
+        if more:
+            eng.graph.add(more.pop())
         eng.expire(t + 3600)
         steps += 1
     assert steps > 3 and eng.runs_total == 1
-    ref = RolesEngine(cfg)
-    ref.compute(eng.graph)
     assert eng.snapshot().details["roles"]["roles"] == ref.snapshot().details["roles"]["roles"]
-    back.expire(t + 3600)
-    while back.running:
-        back.expire(t + 3600)
-    assert back.runs_total == 1 and back.roles() == eng.roles()
+    for taken, back in copies[::3]:
+        assert back.running
+        for _ in range(steps - taken):
+            back.expire(t + 3600)
+        assert not back.running and back.runs_total == 1  # finished at the same tick
+        assert back.roles() == eng.roles()
+        assert back.snapshot().details == eng.snapshot().details
 
 
 def test_silhouette_equals_scikit_learn() -> None:
