@@ -20,9 +20,11 @@ hazard. Both are lifelines' Cox fit (Efron ties).
   in-neighbours) to its own adoption (event) or to the analysis time (censored); its exposure
   is a step covariate, one episode per further in-neighbour adoption. An agent that adopted at
   or before its first exposure is not at risk. Fitted in the counting-process form, each
-  episode a left-truncated row (:class:`lifelines.CoxPHFitter` with ``entry_col``): the same
-  partial likelihood as :class:`lifelines.CoxTimeVaryingFitter` (coefficients within 1e-7,
-  tested) at half its cost (still lifelines: seconds at its row cap).
+  episode a left-truncated row (:class:`lifelines.CoxPHFitter` with ``entry_col``, computed
+  by :func:`efron_fit` too, equal to it to 1e-9, tested): the same partial likelihood as
+  :class:`lifelines.CoxTimeVaryingFitter` (coefficients within 1e-6 on the tested contagion;
+  the two lifelines fitters stop at different points near the same optimum, up to ~1e-5
+  apart on random tables).
 
 Both read the graph as it stands at the fit (the paper's static graph: an edge formed after an
 adoption still counts). The table, bounded: cascades largest first (ties by n-gram), at most
@@ -85,9 +87,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -112,10 +113,9 @@ class HazardConfig:
     fits, seconds each, stay a few per tenfold growth of the stream, not one every 6 h of a
     replayed archive); max_cascades [1000]:
     largest cascades fitted; max_rows: table rows (subjects, or episodes) at most (None: the
-    model's default, 20,000 published, 5,000 time-varying: lifelines' time-varying fit grows
-    faster than linearly, ~2-3 s at its cap on 2 shared cores, bench/bench_published.py; the
-    published fit is O(rows log rows), ~15 ms at its cap, the cap keeping the table's build
-    bounded);
+    model's default, 20,000 published, 5,000 time-varying, as when lifelines fitted them in
+    seconds; the fit is now O(rows log rows), ~15 ms at 19k rows: the caps bound the table's
+    build and keep the figures as they were);
     time_unit [3600 s]: durations in hours, as the code (the hazard ratio does not depend on
     it)."""
 
@@ -155,33 +155,19 @@ class HazardFit:
 
 def cox_fit(table: pd.DataFrame, model: Model = "published") -> HazardFit | None:
     """The Cox fit of a table (published: duration, event, exposure; time_varying: id, start,
-    stop, event, exposure), rows sorted first so the fit depends on the rows only. Published:
-    :func:`efron_fit` (lifelines' algorithm, vectorised); time-varying: lifelines'
-    :class:`~lifelines.CoxPHFitter` with ``entry_col``. None when it cannot be fitted (no
-    event, or no variation of the exposure)."""
+    stop, event, exposure; each episode a row at risk on (start, stop]) by :func:`efron_fit`
+    (lifelines' CoxPHFitter computation, vectorised), on the rows sorted first so the fit
+    depends on the rows only. None when it cannot be fitted (no event, or no variation of the
+    exposure)."""
     if table.empty or not table["event"].any() or table["exposure"].nunique() < 2:
         return None
+    event = table["event"].to_numpy(bool)
+    exposure = table["exposure"].to_numpy(np.float64)
     if model == "published":
-        return efron_fit(table["duration"].to_numpy(np.float64),
-                         table["event"].to_numpy(bool), table["exposure"].to_numpy(np.float64))
-    from lifelines import CoxPHFitter  # heavy: imported at first fit
-    from lifelines.exceptions import ConvergenceError
-
-    cols = ["id", "start", "stop", "event", "exposure"]
-    df = table[cols].sort_values(cols, kind="mergesort").reset_index(drop=True)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # lifelines' convergence advice: judged below
-            fitter: Any = CoxPHFitter().fit(df.drop(columns="id"), duration_col="stop",
-                                            event_col="event", entry_col="start")
-    except ConvergenceError:
-        return None
-    coef = float(fitter.params_["exposure"])
-    se = float(fitter.standard_errors_["exposure"])
-    if not (math.isfinite(coef) and math.isfinite(se)):
-        return None
-    return _hazard_fit(coef, se, float(fitter.summary.loc["exposure", "p"]),
-                       int(df["id"].nunique()), int(df["event"].sum()), len(df))
+        return efron_fit(table["duration"].to_numpy(np.float64), event, exposure)
+    fit = efron_fit(table["stop"].to_numpy(np.float64), event, exposure,
+                    table["start"].to_numpy(np.float64))
+    return None if fit is None else replace(fit, subjects=int(table["id"].nunique()))
 
 
 def _hazard_fit(coef: float, se: float, p: float, subjects: int, events: int,
@@ -192,15 +178,17 @@ def _hazard_fit(coef: float, se: float, p: float, subjects: int, events: int,
 
 
 def efron_fit(duration: np.ndarray, event: np.ndarray, exposure: np.ndarray,
-              ) -> HazardFit | None:
-    """The Cox fit of one covariate, Efron ties, no entry times: lifelines' CoxPHFitter
-    computation step for step (the covariate standardised by its mean and sample standard
-    deviation, Newton-Raphson from 0 with lifelines' step sizes and stopping rules, the
-    variance from the last Hessian, p from the Wald chi-square), each step's partial
-    likelihood, gradient and Hessian vectorised (cumulative sums over the rows sorted by
-    duration) instead of lifelines' Python loop over rows: O(n log n) once, O(n) a step.
-    Equal to lifelines' fit to rounding (tests: 1e-9). None where lifelines raises a
-    ConvergenceError (a Hessian that is not negative, or NaN) or the figures are not finite.
+              entry: np.ndarray | None = None) -> HazardFit | None:
+    """The Cox fit of one covariate, Efron ties, optionally left-truncated rows (``entry``:
+    each row at risk on (entry, duration]): lifelines' CoxPHFitter computation step for step
+    (the covariate standardised by its mean and sample standard deviation, Newton-Raphson from
+    0 with lifelines' step sizes and stopping rules, the variance from the last Hessian, p from
+    the Wald chi-square), each step's partial likelihood, gradient and Hessian vectorised
+    (reversed cumulative sums over the rows sorted by duration, less those over the rows
+    sorted by entry) instead of lifelines' Python loop over rows or death times: O(n log n)
+    once, O(n) a step. Equal to lifelines' fit to rounding (tests: 1e-9). None where lifelines
+    raises a ConvergenceError (a Hessian that is not negative, or NaN) or the figures are not
+    finite. ``subjects`` is the rows (the caller counts subjects of several rows).
 
     >>> rng = np.random.default_rng(0)
     >>> x = rng.integers(0, 4, 400).astype(float)
@@ -208,12 +196,13 @@ def efron_fit(duration: np.ndarray, event: np.ndarray, exposure: np.ndarray,
     >>> 0.4 < fit.hazard_ratio < 0.6, fit.events
     (True, 400)
     """
-    order = np.lexsort((exposure, event, duration))
+    keys = (exposure, event, duration) if entry is None else (exposure, entry, event, duration)
+    order = np.lexsort(keys)
     t, e, x = duration[order], event[order], exposure[order]
     std = float(np.std(x, ddof=1))
     if not std > 0:
         return None
-    terms = _efron_terms(t, e, (x - x.mean()) / std)
+    terms = _efron_terms(t, e, (x - x.mean()) / std, None if entry is None else entry[order])
     beta, delta, step = 0.0, 0.0, 0.95
     sizer = _StepSizer(step)
     previous = 0.0
@@ -240,34 +229,41 @@ def efron_fit(duration: np.ndarray, event: np.ndarray, exposure: np.ndarray,
                        int(e.sum()), len(t))
 
 
-def _efron_terms(t: np.ndarray, e: np.ndarray, x: np.ndarray,
+def _efron_terms(t: np.ndarray, e: np.ndarray, x: np.ndarray, entry: np.ndarray | None,
                  ) -> Callable[[float], tuple[float, float, float]]:
     """For rows sorted by duration: beta -> (Hessian, gradient, log partial likelihood) with
-    Efron's ties. Each tied death time's risk set is every row from its first one on
-    (reversed cumulative sums); its l-th of m deaths takes l/m of the tied deaths' sums off."""
-    n = len(t)
-    new = np.empty(n, bool)
-    new[0] = True
-    np.not_equal(t[1:], t[:-1], out=new[1:])
-    group = np.cumsum(new) - 1
+    Efron's ties. A death time's risk set: the rows from the first one ending at or after it
+    on (reversed cumulative sums), less those entering at or after it (the same over the rows
+    sorted by entry); its l-th of m tied deaths takes l/m of the tied deaths' sums off."""
     ev = np.flatnonzero(e)
-    ge = group[ev]
+    te = t[ev]
+    new = np.empty(len(ev), bool)
+    new[:1] = True
+    np.not_equal(te[1:], te[:-1], out=new[1:])
+    ge = np.cumsum(new) - 1  # each death's tie group
     m = np.bincount(ge)
     f = (np.arange(len(ev)) - (np.cumsum(m) - m)[ge]) / m[ge]  # l / m of each death
-    at = np.flatnonzero(new)[ge]  # its risk set's first row
+    at = np.searchsorted(t, te)  # its risk set's first row
+    if entry is not None:
+        by_entry = np.argsort(entry, kind="stable")
+        late = np.searchsorted(entry[by_entry], te)  # rows entering at or after it: from here
     xe = x[ev]
     xs = float(xe.sum())
     x2 = x * x
 
+    def tail(v: np.ndarray) -> np.ndarray:
+        """The sums of v over the risk sets."""
+        out = np.append(np.cumsum(v[::-1])[::-1], 0.0)
+        if entry is None:
+            return out[at]
+        return out[at] - np.append(np.cumsum(v[by_entry][::-1])[::-1], 0.0)[late]
+
     def terms(beta: float) -> tuple[float, float, float]:
         phi = np.exp(beta * x)
-        r0 = np.cumsum(phi[::-1])[::-1][at]
-        r1 = np.cumsum((phi * x)[::-1])[::-1][at]
-        r2 = np.cumsum((phi * x2)[::-1])[::-1][at]
         pe = phi[ev]
-        den = r0 - f * np.bincount(ge, pe)[ge]
-        s = (r1 - f * np.bincount(ge, pe * xe)[ge]) / den
-        a1 = (r2 - f * np.bincount(ge, pe * xe * xe)[ge]) / den
+        den = tail(phi) - f * np.bincount(ge, pe)[ge]
+        s = (tail(phi * x) - f * np.bincount(ge, pe * xe)[ge]) / den
+        a1 = (tail(phi * x2) - f * np.bincount(ge, pe * xe * xe)[ge]) / den
         return float((s * s - a1).sum()), xs - float(s.sum()), beta * xs - float(
             np.log(den).sum())
 

@@ -381,3 +381,29 @@ def test_a_due_fit_waits_for_the_cascade_analysis() -> None:
     info = hz.snapshot().details["cascade_hazard"]
     assert hz.snapshot().value("cascade_hazard_fits_total") == 1
     assert info["fitted_at"] == at(t + 7 * 3600 + 600).isoformat()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_efron_fit_with_entries_is_lifelines_fit(seed: int) -> None:
+    """Left-truncated rows (each at risk on (start, stop]; tied stops and starts, entries at
+    other rows' death times, censoring): the vectorised fit against lifelines' CoxPHFitter
+    with ``entry_col``, 1e-9."""
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(8, 2000))
+    start = np.round(rng.exponential(3.0, n), seed % 3)
+    stop = start + np.round(rng.exponential(2.0, n), seed % 3) + 0.5
+    x = rng.integers(0, int(rng.integers(2, 7)), n)
+    x[:2] = [0, 1]
+    e = rng.random(n) < rng.uniform(0.3, 1.0)
+    e[0] = True
+    table = pd.DataFrame({"id": [f"s{i}" for i in range(n)], "start": start, "stop": stop,
+                          "event": e.astype(int), "exposure": x})
+    fit = cox_fit(table, "time_varying")
+    df = table.sort_values(list(table.columns)).reset_index(drop=True)
+    want = CoxPHFitter().fit(df.drop(columns="id"), duration_col="stop", event_col="event",
+                             entry_col="start")
+    ci = np.exp(want.confidence_intervals_.loc["exposure"].to_numpy())
+    assert fit is not None
+    assert (fit.coef, fit.se, fit.p, fit.lower, fit.upper) == pytest.approx(
+        (want.params_["exposure"], want.standard_errors_["exposure"],
+         want.summary.loc["exposure", "p"], ci[0], ci[1]), rel=1e-9, abs=1e-12)
