@@ -111,12 +111,7 @@ class _Young:
     posts: list[str] = field(default_factory=list)
     threads: set[str] = field(default_factory=set)
     texts: list[Sighting] = field(default_factory=list)  # the first adopters' texts (evidence)
-    evidence: EvidenceCache = field(default_factory=EvidenceCache)
-
-
-def _post_id(item: Item) -> str:
-    e = item.event
-    return f"{e.post_id}/{e.comment_id}" if isinstance(e, CommentEvent) else e.post_id
+    evidence: EvidenceCache | None = None  # made at its first finding
 
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -124,9 +119,13 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 class _SeenTable:
     """Open-addressing hash table (linear probing) over NumPy arrays: n-gram id -> time last
-    seen and record of the text that gave it birth (-1: none, or never a burst). Lookups and
-    inserts are vectorised over a batch of distinct ids; dead entries (unseen for ``memory_s``)
-    are dropped when the table is rebuilt, which happens when the load would pass one half."""
+    seen, record of the text that gave it birth (-1: none, or never a burst), young flag.
+    Lookups and inserts are vectorised over a batch of distinct ids; dead entries (unseen for
+    ``memory_s``) are dropped when the table is rebuilt, which happens when the load would pass
+    one half. Pickled, it keeps only its used slots (a checkpoint holds 25 bytes an n-gram):
+    which slot holds a key changes no outcome."""
+
+    _FIELDS = ("keys", "last", "rec", "young")
 
     def __init__(self, bits: int = 12) -> None:
         self._alloc(bits)
@@ -139,6 +138,24 @@ class _SeenTable:
         self.last = np.zeros(1 << bits, np.float64)
         self.rec = np.full(1 << bits, -1, np.int64)
         self.young = np.zeros(1 << bits, bool)
+
+    def __getstate__(self) -> dict[str, object]:
+        used = self.keys != 0
+        return {"bits": self.bits, **{f: getattr(self, f)[used] for f in self._FIELDS}}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        bits = state["bits"]
+        assert isinstance(bits, int)
+        self._alloc(bits)
+        self.count = 0
+        self._put(*(state[f] for f in self._FIELDS))  # type: ignore[arg-type]
+
+    def _put(self, keys: np.ndarray, last: np.ndarray, rec: np.ndarray,
+             young: np.ndarray) -> None:
+        s = self.insert(keys)
+        self.last[s] = last
+        self.rec[s] = rec
+        self.young[s] = young
 
     def _slots(self, keys: np.ndarray) -> np.ndarray:
         return ((keys * _MIX) >> np.uint64(64 - self.bits)).astype(np.int64)
@@ -161,25 +178,33 @@ class _SeenTable:
 
     def insert(self, keys: np.ndarray) -> np.ndarray:
         """Slots for distinct keys known to be absent (the caller keeps the load under 1/2)."""
+        return self.locate(keys)[0]
+
+    def locate(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Slot of each distinct non-zero key, inserting the absent ones (the caller keeps the
+        load under 1/2), and which were absent: one probe sequence for both. Keys that race
+        for one free slot: one of them takes it (read back), the others probe on."""
         out = np.empty(len(keys), np.int64)
+        absent = np.zeros(len(keys), bool)
         slots = self._slots(keys)
         pend = np.arange(len(keys))
-        mask = int(self.mask)
+        mask = self.mask.item()
+        table = self.keys
         while len(pend):
             s = slots[pend]
-            free = self.keys[s] == 0
-            # one winner per free slot; the others probe on
-            cand = pend[free]
-            _, first = np.unique(s[free], return_index=True)
-            win = cand[first]
-            self.keys[slots[win]] = keys[win]
-            out[win] = slots[win]
-            lost = np.ones(len(pend), bool)
-            lost[np.flatnonzero(free)[first]] = False
-            pend = pend[lost]
-            slots[pend] = (slots[pend] + 1) & mask
-        self.count += len(keys)
-        return out
+            want = keys[pend]
+            k = table[s]
+            free = k == 0
+            if free.any():
+                table[s[free]] = want[free]
+                k = table[s]
+                absent[pend[free & (k == want)]] = True
+            done = k == want
+            out[pend[done]] = s[done]
+            pend = pend[~done]
+            slots[pend] = (s[~done] + 1) & mask
+        self.count += int(absent.sum())
+        return out, absent
 
     def reserve(self, extra: int, now: float, memory_s: float, max_seen: int,
                 force: bool = False) -> None:
@@ -191,16 +216,13 @@ class _SeenTable:
         live = (self.keys != 0) & (self.last >= now - memory_s)
         keys, last, rec, young = (self.keys[live], self.last[live], self.rec[live],
                                   self.young[live])
-        if len(keys) > max_seen:
-            keep = np.argsort(last, kind="stable")[len(keys) - max_seen:]
+        if len(keys) > max_seen:  # the most recently seen (ties by key: layout-independent)
+            keep = np.lexsort((keys, last))[len(keys) - max_seen:]
             keys, last, rec, young = keys[keep], last[keep], rec[keep], young[keep]
-        bits = max(12, int(4 * (len(keys) + extra)).bit_length())
+        bits = max(12, int(3 * (len(keys) + extra)).bit_length())  # load < 1/3 after
         self._alloc(bits)
         self.count = 0
-        s = self.insert(keys)
-        self.last[s] = last
-        self.rec[s] = rec
-        self.young[s] = young
+        self._put(keys, last, rec, young)
 
     def nbytes(self) -> int:
         return self.keys.nbytes + self.last.nbytes + self.rec.nbytes + self.young.nbytes
@@ -209,16 +231,23 @@ class _SeenTable:
 class _Text(NamedTuple):
     t: float
     author: str | None
-    post: str
-    thread: str
+    event: PostEvent | CommentEvent
     ids: np.ndarray
     text: Text
     warm: bool  # in the warm-up: its n-grams are only seen
     texts_before: int
-    raw: str  # the start of the text (evidence)
 
-    def sighting(self) -> Sighting:
-        return Sighting(self.t, self.author, self.post, self.raw)
+    @property
+    def post(self) -> str:
+        e = self.event
+        return f"{e.post_id}/{e.comment_id}" if isinstance(e, CommentEvent) else e.post_id
+
+    @property
+    def thread(self) -> str:
+        return self.event.post_id
+
+    def sighting(self, chars: int) -> Sighting:  # the start of the text (evidence)
+        return Sighting(self.t, self.author, self.post, snippet(self.event.text, chars))
 
 
 class BurstDetector:
@@ -259,9 +288,7 @@ class BurstDetector:
         if not len(ids):
             return
         warm = not (t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts)
-        self._buf.append(_Text(t, item.author, _post_id(item), item.event.post_id, ids, item.text,
-                               warm, self._texts - 1,
-                               snippet(item.event.text, cfg.evidence.stored_chars)))
+        self._buf.append(_Text(t, item.author, item.event, ids, item.text, warm, self._texts - 1))
         if len(self._buf) >= self.cfg.batch:
             self._flush()
 
@@ -290,13 +317,11 @@ class BurstDetector:
         gid = np.cumsum(head) - 1
         ukeys = k[gstart]
         table.reserve(len(ukeys), float(times.min()), cfg.memory_s, cfg.max_seen)
-        slot = table.find(ukeys)
-        absent = slot < 0
+        slot, absent = table.locate(ukeys)
         last = table.last[slot]
         rec = table.rec[slot]
         last[absent] = -np.inf
         rec[absent] = -1
-        slot[absent] = table.insert(ukeys[absent])
         t_use = times[tx]
         t1 = t_use[gstart]
         old1 = t1 - last <= cfg.memory_s  # seen within memory_s before its first text here
@@ -352,7 +377,7 @@ class BurstDetector:
                     y.posts.append(b.post)
                     y.threads.add(b.thread)
                     if len(y.texts) < cfg.evidence_texts:
-                        y.texts.append(b.sighting())
+                        y.texts.append(b.sighting(cfg.evidence.stored_chars))
             elif g not in dead and self._promote(g, rc, b, p):
                 dead.add(g)
                 if g in self._young:
@@ -391,7 +416,7 @@ class BurstDetector:
         adopters = {first: born} if first is not None else {}
         adopters[b.author] = b.t
         self._young[g] = _Young(phrase, born, texts_before, 2, adopters, [post, b.post],
-                                {thread, b.thread}, [b.sighting()])
+                                {thread, b.thread}, [b.sighting(self.cfg.evidence.stored_chars)])
         heapq.heappush(self._young_due, (born + self.cfg.max_age_s, g))
         self._dirty.add(g)
         return True
@@ -488,6 +513,8 @@ class BurstDetector:
         t_min = order[self.cfg.min_adopters - 1][1] if n >= self.cfg.min_adopters else None
         severity: Severity = "critical" if n >= 4 * self.cfg.min_adopters else "warning"
         g = y.phrase
+        if y.evidence is None:
+            y.evidence = EvidenceCache()
         evidence = {"ngram": g, "related_ngrams": related[:20], "born_at": y.born,
                     "adopters": n, "threads": len(y.threads), "uses": y.uses,
                     "text_share": round(y.uses / max(self._texts - y.texts_at_birth, 1), 4),
