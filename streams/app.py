@@ -32,11 +32,11 @@ Topology (``<p>`` = ``DriverConfig.topic_prefix``):
 - ``<p>-deadletters`` (one partition) -> **dead_letters**: counted by reason.
 
 While the worker is behind (a backlog on a partition it holds: :meth:`Driver.behind`), the
-publishing timers (snapshot, per-agent profiles, per-agent values) each take at most
-:data:`PUBLISH_SHARE` of its CPU time (:class:`Pacer`): a snapshot of a large state costs a
-tenth of a second, and published every second it would slow a backlog's drain by as much.
-Caught up, they publish on every tick. Only when values are published moves, never what they
-are: the reducer applies, advances and raises alerts on every tick regardless.
+publishing timers (thread partials, snapshot, per-agent profiles, per-agent values) each take
+at most :data:`PUBLISH_SHARE` of its CPU time (:class:`Pacer`): a snapshot of a large state
+costs a tenth of a second, and published every second it would slow a backlog's drain by as
+much. Caught up, they publish on every tick. Only when values are published moves, never what
+they are: the reducer applies, advances and raises alerts on every tick regardless.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ log = logging.getLogger(__name__)
 Routed = tuple[int, int, Act]  # events partition, events offset, act
 
 #: While the worker is behind (a backlog on a partition it holds), each periodic publishing
-#: task (the snapshot, the per-agent profiles, the per-agent values) takes at most this share
+#: task (thread partials, snapshot, per-agent profiles and values) takes at most this share
 #: of its CPU time (:class:`Pacer`): a backlog drains at nearly the pipeline's own rate.
 PUBLISH_SHARE = 0.02
 #: Behind: an events partition with more records not yet taken than this (a live stream's
@@ -416,7 +416,8 @@ def create_app(config: DriverConfig, io: Collaborators,
     def behind() -> bool:
         return driver.behind(app.consumer)
 
-    paced = {"snapshot": Pacer(), "agent_stage": Pacer(), "agents": Pacer()}
+    paced = {"threads": Pacer(), "snapshot": Pacer(), "agent_stage": Pacer(),
+             "agents": Pacer()}
 
     def holds_society() -> bool:
         held = TP(society.get_topic_name(), 0) in app.consumer.assignment()
@@ -454,11 +455,15 @@ def create_app(config: DriverConfig, io: Collaborators,
         for partition in list(driver.parts):
             if partition not in assigned:  # moved to another worker: its owner reports now
                 del driver.parts[partition]
-        # a copy: ingest may restore another partition while this awaits the send
-        for partition, part in list(driver.parts.items()):
-            partial = part.report()
-            if partial is not None:
-                await society.send(value=encode_threads(partition, part.next_offset, partial))
+        pace = paced["threads"]
+        if not pace.due(behind()):
+            return
+        with pace.timed():  # a copy: ingest may restore another partition meanwhile
+            partials = [encode_threads(partition, part.next_offset, partial)
+                        for partition, part in list(driver.parts.items())
+                        if (partial := part.report()) is not None]
+        for partial in partials:
+            await society.send(value=partial)
 
     @app.timer(config.snapshot_interval_s)
     async def publish_snapshot() -> None:
