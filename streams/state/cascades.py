@@ -253,6 +253,12 @@ class CascadeConfig:
     exposure_cascades: int = 1000
 
 
+def _ordered(cno: np.ndarray, agent: np.ndarray) -> bool:
+    """Whether pairs are in strictly increasing (cascade, agent) order."""
+    d = cno[1:] - cno[:-1]
+    return bool(((d > 0) | ((d == 0) & (agent[1:] > agent[:-1]))).all())
+
+
 def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     """values in sorted_set (small): binary searches, no sort of the values (np.isin sorts)."""
     p = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
@@ -385,14 +391,14 @@ class _Cascades:
         return (self.ev.nbytes + self.indptr.nbytes + self.dev.nbytes + self.dindptr.nbytes
                 + self.dmain.nbytes)
 
-    def grow(self, k: int) -> None:
-        """k new (empty) cascades."""
-        self.indptr = np.concatenate((self.indptr, np.full(k, self.indptr[-1])))
-        self.dindptr = np.concatenate((self.dindptr, np.full(k, self.dindptr[-1])))
-
-    def ends(self) -> tuple[int, int]:
-        """Insertion points (recent, main) after every cascade: a new cascade's adoptions."""
-        return len(self.dev), len(self.ev)
+    def grow(self, old: np.ndarray) -> None:
+        """New (empty) cascades: segments where ``old`` (over the new numbering) is False."""
+        for name in ("indptr", "dindptr"):
+            lens = np.zeros(len(old), np.int64)
+            lens[old] = np.diff(getattr(self, name))
+            ptr = np.zeros(len(old) + 1, np.int64)
+            np.cumsum(lens, out=ptr[1:])
+            setattr(self, name, ptr)
 
     def find(self, cno: np.ndarray, agent: np.ndarray, text_agent: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -578,8 +584,8 @@ class CascadeEngine:
         # adoptions: of cascades (never evicted) and of the other n-grams (evicted with them)
         self._big = _Cascades()
         self._small = _Store()
-        self._cids = np.empty(0, np.uint64)  # cascade ids, sorted, and their numbers
-        self._cnos = np.empty(0, np.int64)
+        self._cids = np.empty(0, np.uint64)  # cascade ids, sorted (a cascade's number: its rank)
+        self._wnos = np.empty(0, np.int64)  # and where their words are (order of crossing)
         self._tt = np.empty(1024, np.float64)  # each buffered-and-merged text's time
         self._ta = np.empty(1024, np.uint32)  # and agent
         self._ntt = 0
@@ -691,16 +697,19 @@ class CascadeEngine:
         earliest = by_time[np.minimum.reduceat(rank[text_of[order]], first)]
         tu = times[earliest]
         xu = (earliest + base).astype(np.uint32)
-        # pairs of the cascades: by (cascade number, agent), exact
+        # pairs of the cascades: by (cascade number, agent), exact; cascades are numbered in
+        # id order, so the pairs in key order are in that order already unless two cascades
+        # share an id prefix (then sorted)
         if len(self._cids):  # one search gives both membership and the cascade's number
             at_c = np.minimum(np.searchsorted(self._cids, gu), len(self._cids) - 1)
             ci = np.flatnonzero(self._cids[at_c] == gu)
-            cno = self._cnos[at_c[ci]]
+            cno = at_c[ci]
         else:
             ci, cno = np.empty(0, np.int64), np.empty(0, np.int64)
         ag = (ku[ci] & AGENT_MASK).astype(np.int64)
-        ob = np.argsort((cno.astype(np.uint64) << np.uint64(32)) | ag.astype(np.uint64))
-        ci, cno, ag = ci[ob], cno[ob], ag[ob]
+        if not _ordered(cno, ag):
+            ob = np.argsort((cno.astype(np.uint64) << np.uint64(32)) | ag.astype(np.uint64))
+            ci, cno, ag = ci[ob], cno[ob], ag[ob]
         found_b, at_b, main_b = self._big.find(cno, ag, self._ta)
         self._big.earliest(at_b[found_b], tu[ci[found_b]], xu[ci[found_b]], self._tt)
         # the other pairs: by (n-gram id prefix, agent), then id
@@ -720,13 +729,15 @@ class CascadeEngine:
         new_s, pos_s = rest[~found_s], at_s[~found_s]
         stay = ~is_cascade[new_s]
         self._small.add(gu[new_s[stay]], xu[new_s[stay]], pos_s[stay])
-        adds = [(cno[~found_b], xu[ci[~found_b]], at_b[~found_b], main_b[~found_b])]
+        nf = ~found_b
+        adds = [(cno[nf], xu[ci[nf]], at_b[nf], main_b[nf])]
         if len(crossed):  # number the new cascades; their earlier adoptions join their store
             at, old = _places(np.searchsorted(self._cids, crossed), len(self._cids))
             self._cids = _placed(self._cids, crossed, at, old)
-            first_no = len(self._cids) - len(crossed)
-            self._cnos = _placed(self._cnos, np.arange(first_no, len(self._cids)), at, old)
-            self._big.grow(len(crossed))
+            first_no = len(self._cids) - len(crossed)  # their words, named in id order
+            self._wnos = _placed(self._wnos, np.arange(first_no, len(self._cids)), at, old)
+            self._big.grow(old)
+            adds[0] = (np.flatnonzero(old)[cno[nf]], *adds[0][1:])  # the others renumbered
             joining = new_s[~stay]
             gids, texts = [gu[joining]], [xu[joining]]
             small = self._small
@@ -738,12 +749,16 @@ class CascadeEngine:
                 keep[moving] = False
                 small.keep(keep)
             jt = np.concatenate(texts)
-            jc = self._cnos[np.searchsorted(self._cids, np.concatenate(gids))]
-            # new cascades: appended, after the others
+            jc = np.searchsorted(self._cids, np.concatenate(gids))
+            # a new cascade's adoptions go where its (empty) segment is in both levels; all
+            # the adoptions merged in (cascade, agent) order (two sorted runs: one pass)
             order = np.argsort((jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt])
-            recent_end, main_end = self._big.ends()
-            adds.append((jc[order], jt[order], np.full(len(jt), recent_end),
-                         np.full(len(jt), main_end)))
+            jc, jt = jc[order], jt[order]
+            adds.append((jc, jt, self._big.dindptr[jc], self._big.indptr[jc]))
+            key = np.concatenate([(c.astype(np.uint64) << np.uint64(32)) | self._ta[t]
+                                  for c, t, _, _ in adds])
+            order = np.argsort(key, kind="stable")
+            adds = [tuple(col[order] for col in map(np.concatenate, zip(*adds, strict=True)))]
         self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)))
         if len(self._keys) > self.config.max_tracked:
             self._evict()
@@ -836,7 +851,7 @@ class CascadeEngine:
 
     def _word(self, gid: int) -> str:
         """A cascade's words (cascades are numbered in id order within a merge, as named)."""
-        no = int(self._cnos[np.searchsorted(self._cids, np.uint64(gid))])
+        no = int(self._wnos[np.searchsorted(self._cids, np.uint64(gid))])
         return self._words[self._word_ends[no]:self._word_ends[no + 1]].decode()
 
     def _evict(self) -> None:
@@ -889,7 +904,7 @@ class CascadeEngine:
     def nbytes(self) -> int:
         return int(self._keys.nbytes + self._size.nbytes + self._last.nbytes
                    + self._big.nbytes() + self._small.nbytes() + self._cids.nbytes
-                   + self._cnos.nbytes + 12 * self._ntt + len(self._words)
+                   + self._wnos.nbytes + 12 * self._ntt + len(self._words)
                    + 8 * len(self._word_ends))
 
     def _gram_id(self, ngram: str) -> int:
@@ -901,7 +916,7 @@ class CascadeEngine:
         g = np.uint64(gid)
         i = int(np.searchsorted(self._cids, g))
         if i < len(self._cids) and self._cids[i] == g:
-            texts = self._big.of(int(self._cnos[i]))
+            texts = self._big.of(i)
             return self._ta[texts].astype(np.int64), self._tt[texts]
         texts = self._small.of(g)
         return self._ta[texts].astype(np.int64), self._tt[texts]
