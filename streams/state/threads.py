@@ -258,8 +258,11 @@ class ThreadsEngine:
         th = self._live.get(pid)
         if th is None:
             th = self._live[pid] = _Thread()
-        before = self._contrib(th)
         t = item.t
+        if th.created is not None and not isinstance(event, PostEvent):
+            self._comment(th, event, item.author, t)
+            return
+        before = self._contrib(th)
         if isinstance(event, PostEvent):
             th.author, th.upvotes = item.author, event.upvotes
             if th.created is None:
@@ -281,6 +284,28 @@ class ThreadsEngine:
                 th.first_comment = t
         self._change(th, before)
 
+    def _comment(self, th: _Thread, event: CommentEvent, author: str | None, t: float) -> None:
+        """A comment on a known post (the common case): the thread stays in its bucket and
+        day rows, and only its counts move there (what ``_change`` would do, written out)."""
+        c0, reps, owner = th.comments, th.repliers, th.author
+        r0 = len(reps) - (owner in reps) if c0 else 0
+        d0 = th.max_depth if c0 else 0
+        th.comments = c0 + 1
+        if event.depth > th.max_depth:
+            th.max_depth = event.depth
+        if author is not None:
+            reps.add(author)
+        if th.first_comment is None or t < th.first_comment:
+            th.first_comment = t
+        commented, depth = int(not c0), th.max_depth - d0
+        repliers = len(reps) - (owner in reps) - r0
+        for row in (self._by_bucket[self._bucket(th.upvotes)],
+                    self._by_day[int(th.created // 86400)]):  # type: ignore[operator]
+            row[1] += commented
+            row[2] += depth
+            row[3] += repliers
+            row[4] += 1
+
     def _due_upvotes(self, th: _Thread, t: float, upvotes: int) -> None:
         if t >= th.due_seen and (th.created is None or t <= th.created + self._horizon_s):
             th.due_upvotes, th.due_seen = upvotes, t
@@ -290,11 +315,20 @@ class ThreadsEngine:
         while self._horizon and self._horizon[0][0] <= now:
             due, pid = heapq.heappop(self._horizon)
             th = self._live.get(pid)
-            if th is not None and th.created is not None:
-                before = self._contrib(th)
-                uncommented = th.first_comment is None or th.first_comment > due
-                th.verdict = (self._bucket(th.due_upvotes), uncommented)
-                self._change(th, before)
+            if th is not None and th.created is not None and th.verdict is None:
+                # the verdict adds one matured post (uncommented or not) to its verdict
+                # bucket's and its day's rows; nothing else of the thread's contribution moves
+                unc = int(th.first_comment is None or th.first_comment > due)
+                vb = self._bucket(th.due_upvotes)
+                th.verdict = (vb, bool(unc))
+                vrow = self._by_bucket.get(vb)
+                if vrow is None:
+                    vrow = self._by_bucket[vb] = [0] * 7
+                drow = self._by_day[int(th.created // 86400)]
+                vrow[5] += 1
+                vrow[6] += unc
+                drow[5] += 1
+                drow[6] += unc
         while self._retire and self._retire[0][0] <= now:
             due, pid = heapq.heappop(self._retire)
             th = self._live.get(pid)
