@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import struct
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -40,6 +41,8 @@ import numpy as np
 
 from streams.events import PostEvent
 from streams.state.base import Item, Sample, Snapshot
+
+_SLICES = struct.Struct("<4I")  # the four 32-bit slices of the 128-bit digest, one a row
 
 
 @dataclass(slots=True)
@@ -69,17 +72,18 @@ class VerbatimFilter:
 
     def _cells(self, text: str) -> tuple[bytes, list[int]]:
         """The digest and the flat index of the text's cell in each row (scalar Python ints:
-        four cells are cheaper to touch one by one than through NumPy fancy indexing)."""
+        four cells are cheaper to touch one by one, through a memoryview of the table, than
+        through NumPy indexing)."""
         digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
         w = self.width
-        return digest, [off + int.from_bytes(digest[4 * r:4 * r + 4], "little") % w
-                        for r, off in enumerate(self._offsets)]
+        slices = _SLICES.unpack(digest)  # the first ``depth`` of them are used
+        return digest, [off + x % w for off, x in zip(self._offsets, slices, strict=False)]
 
     def estimate(self, text: str) -> int:
         """Copies of ``text`` admitted so far, as the sketch estimates (never below the truth)."""
         _, cells = self._cells(text)
-        table = self._table
-        return min(int(table[i]) for i in cells)
+        table = memoryview(self._table)
+        return min(table[i] for i in cells)
 
     def update(self, item: Item) -> None:
         """Engine verb: a post is admitted or not by its exact text (``item.admitted``)."""
@@ -95,8 +99,8 @@ class VerbatimFilter:
         if not self.enabled:
             return True
         digest, cells = self._cells(text)
-        table = self._table
-        vals = [int(table[i]) for i in cells]
+        table = memoryview(self._table)  # Python ints in and out, no NumPy scalars
+        vals = [table[i] for i in cells]
         est = min(vals)
         if est >= self.threshold:
             self.excluded_total += 1
