@@ -182,7 +182,8 @@ def _alpha_mle(n: int, log_sum: float, xmin: int) -> float:
 
 def fit_discrete_power_law(sizes: Sequence[int] | np.ndarray, xmin: int | None = None,
                            alpha_range: tuple[float, float] | None = (0.0, 3.0),
-                           max_candidates: int | None = None) -> PowerLawFit | None:
+                           max_candidates: int | None = None,
+                           histogram: np.ndarray | None = None) -> PowerLawFit | None:
     """CSN fit of integer data: for each candidate xmin (distinct values but the largest), the
     exact discrete MLE of alpha; keep the xmin whose fit has the smallest KS distance between
     the empirical and the fitted CDF of the tail. Like ``powerlaw.Fit`` (whose default
@@ -191,9 +192,14 @@ def fit_discrete_power_law(sizes: Sequence[int] | np.ndarray, xmin: int | None =
     spaced among them (the smallest and the largest included). None below two distinct
     values. Works on the histogram of the data (distinct values and their counts, one pass):
     a candidate costs O(distinct values), not O(values), so a fit over a million cascades
-    of a few thousand distinct sizes stays in milliseconds."""
-    x = np.asarray(sizes, dtype=np.int64)
-    values, counts = np.unique(x[x >= 1], return_counts=True)
+    of a few thousand distinct sizes stays in milliseconds. ``histogram``: the data's
+    ``np.bincount``, when the caller has it (then no sort of the data)."""
+    if histogram is None:
+        x = np.asarray(sizes, dtype=np.int64)
+        values, counts = np.unique(x[x >= 1], return_counts=True)
+    else:
+        values = np.flatnonzero(histogram[1:]) + 1
+        counts = histogram[values]
     if xmin is not None:
         candidates = [xmin]
     else:
@@ -251,6 +257,19 @@ class CascadeConfig:
     adopters_shown: int = 50
     max_exposure: int = 10
     exposure_cascades: int = 1000
+
+
+def _earliest_k(agents: np.ndarray, times: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k earliest adoptions (ties by agent), in order: only those up to the
+    k-th earliest time are sorted.
+
+    >>> _earliest_k(np.array([5, 3, 4, 1]), np.array([2.0, 1.0, 2.0, 9.0]), 2).tolist()
+    [1, 2]
+    """
+    if 0 < k < len(times):
+        sel = np.flatnonzero(times <= np.partition(times, k - 1)[k - 1])
+        return sel[np.lexsort((agents[sel], times[sel]))][:k]
+    return np.lexsort((agents, times))[:k]
 
 
 def _ordered(cno: np.ndarray, agent: np.ndarray) -> bool:
@@ -989,10 +1008,12 @@ class CascadeEngine:
         cfg = self.config
         self._texts_at_analysis = self.texts_total
         ids, sizes = self._cascades()
-        key = np.bincount(sizes).tobytes()  # the size histogram: O(cascades), no sort
+        hist = np.bincount(sizes)  # the size histogram: O(cascades), no sort
+        key = hist.tobytes()
         if key != self._fit_key:
             self._fit_key = key
-            self._fit = (fit_discrete_power_law(sizes, max_candidates=cfg.max_xmin_candidates)
+            self._fit = (fit_discrete_power_law(sizes, max_candidates=cfg.max_xmin_candidates,
+                                                histogram=hist)
                          if len(sizes) >= 2 else None)
         k = cfg.exposure_cascades
         cand = np.arange(len(sizes))
@@ -1019,7 +1040,7 @@ class CascadeEngine:
             gi, k_ad, others = self._exposure_of(agents, times, scratch)
             inside = gi >= 0
             adopted = np.bincount(np.minimum(k_ad[inside], cap), minlength=cap + 1)
-            first = np.lexsort((agents, times))[:cfg.adopters_shown].tolist()
+            first = _earliest_k(agents, times, cfg.adopters_shown).tolist()
             self._exposure[gid] = _Exposure(
                 size, adopted + np.bincount(np.minimum(others, cap), minlength=cap + 1),
                 adopted, int(inside.sum()) + len(others),
