@@ -109,7 +109,7 @@ BYTES_PER_NGRAM = 8 + 4 + 8  # id, adopters, last adoption
 BYTES_PER_ADOPTION = 8 + 4  # a non-cascade n-gram's: id, text of first use
 BYTES_PER_CASCADE_ADOPTION = 4  # a cascade's: its text of first use (the agent is the text's)
 BYTES_PER_TEXT = 8 + 4  # each text's time and agent (first uses refer to their text)
-BYTES_PER_CASCADE = 8 + 8 + 8 + 8 + 8  # id, number, segment starts (2 levels), end of words
+BYTES_PER_CASCADE = 8 + 4 + 8 + 8 + 4  # id, words number, segment starts (2 levels), words end
 MERGE_MIN = 1024  # recent cascade adoptions held before a first merge
 BYTES_PER_RECENT_ADOPTION = 8  # a recent cascade adoption's main insertion point (+ 4)
 
@@ -604,7 +604,7 @@ class CascadeEngine:
         self._big = _Cascades()
         self._small = _Store()
         self._cids = np.empty(0, np.uint64)  # cascade ids, sorted (a cascade's number: its rank)
-        self._wnos = np.empty(0, np.int64)  # and where their words are (order of crossing)
+        self._wnos = np.empty(0, np.uint32)  # and where their words are (order of crossing)
         self._tt = np.empty(1024, np.float64)  # each buffered-and-merged text's time
         self._ta = np.empty(1024, np.uint32)  # and agent
         self._ntt = 0
@@ -617,7 +617,7 @@ class CascadeEngine:
         self._btext: list[list[str]] = []  # words, to name the n-grams that become cascades
         self._buffered = 0
         self._words = bytearray()  # the cascades' words (UTF-8), by number, one after another
-        self._word_ends = array("Q", [0])
+        self._word_ends = array("I", [0])  # under 4 GB of words
         self._exposure: dict[int, _Exposure] = {}
         self._edges = _EdgeIndex()
         self.adoptions_total = 0
@@ -754,7 +754,8 @@ class CascadeEngine:
             at, old = _places(np.searchsorted(self._cids, crossed), len(self._cids))
             self._cids = _placed(self._cids, crossed, at, old)
             first_no = len(self._cids) - len(crossed)  # their words, named in id order
-            self._wnos = _placed(self._wnos, np.arange(first_no, len(self._cids)), at, old)
+            self._wnos = _placed(self._wnos, np.arange(first_no, len(self._cids), dtype=np.uint32),
+                                 at, old)
             self._big.grow(old)
             adds[0] = (np.flatnonzero(old)[cno[nf]], *adds[0][1:])  # the others renumbered
             joining = new_s[~stay]
@@ -924,7 +925,7 @@ class CascadeEngine:
         return int(self._keys.nbytes + self._size.nbytes + self._last.nbytes
                    + self._big.nbytes() + self._small.nbytes() + self._cids.nbytes
                    + self._wnos.nbytes + 12 * self._ntt + len(self._words)
-                   + 8 * len(self._word_ends))
+                   + self._word_ends.itemsize * len(self._word_ends))
 
     def _gram_id(self, ngram: str) -> int:
         words = Text.of(ngram).words

@@ -212,7 +212,7 @@ def test_state_bytes_are_the_layout(engine) -> None:
     assert engine.nbytes() == (cascades.BYTES_PER_NGRAM * engine.tracked()
                                + cascades.BYTES_PER_ADOPTION * small
                                + cascades.BYTES_PER_CASCADE_ADOPTION * int(sizes.sum())
-                               + cascades.BYTES_PER_CASCADE * len(ids) + 8 + 8 + 8
+                               + cascades.BYTES_PER_CASCADE * len(ids) + 8 + 8 + 4
                                + cascades.BYTES_PER_RECENT_ADOPTION * len(engine._big.dev)
                                + sum(len(g.encode()) for g in engine.sizes())
                                + cascades.BYTES_PER_TEXT * engine._ntt)
