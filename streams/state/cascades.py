@@ -25,9 +25,11 @@ by cumulative sums of a stop mask; one sort of the pairs by a 64-bit key (the n-
 are told apart by their full id, exactly), first use = the earliest text of each pair (an
 adoption stores its text's index, 4 bytes; the texts' times and agents are one table), a
 search of each adoption store to keep the pairs never seen: the cascades' store holds one
-segment per cascade (numbered when they cross, never evicted), each adoption only its text
-(the agent is the text's), sorted by agent, searched by a vectorised binary search within the
-segments; the other n-grams' store is sorted by the pairs' key (``searchsorted``); one
+segment per cascade (numbered by id rank, a new cascade's segment inserted in place, so the
+pairs in key order are in segment order without a sort; never evicted), each adoption only its
+text (the agent is the text's), sorted by agent, searched by a vectorised binary search within
+the segments (a range leaves the working set once closed: log of its own size); the other
+n-grams' store is sorted by the pairs' key (``searchsorted``); one
 ``searchsorted`` into the n-gram table (sorted by id) adds them to each n-gram's
 distinct-adopter count. A cascade's readable words are taken, when it crosses
 ``min_adopters``, from a buffered text that adopted it (:func:`streams.text.ngram_text`), and
@@ -52,14 +54,16 @@ until ``exposure_budget`` adopters were visited; the rest keep their last figure
 cumulative edge arrays (:meth:`InteractionGraph.arrays`, indexed by source once per analysis).
 ``analyse(full=True)`` recomputes every exposure against the graph as it stands: the paper's
 static-graph computation (replay's last report, :meth:`streams.pipeline.Pipeline.close`).
-Each cascade's exposures cost O(its adopters' out-edges), not O(graph). ``snapshot`` has no
+Each cascade's exposures cost O(its adopters' out-edges), not O(graph): times and hit counts
+are looked up in graph-sized work arrays made once per analysis (not kept, not pickled) and
+restored after each cascade. ``snapshot`` has no
 side effect: what it reports depends on the events and on event time only, so the live
 reducer, which snapshots every second, and a replay agree.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
 adopter count, last adoption) plus 12 bytes per adoption of a non-cascade (id, text) in its
 store; 4 bytes per cascade adoption (its text; 8 more while in the recent level, at most an
-eighth of them) and 40 per cascade plus its words; 12
+eighth of them) and 32 per cascade plus its words; 12
 bytes per text (time and agent); the buffer (~10 bytes a buffered pair: word ids and the
 texts' word lists). When full, the n-grams that are not cascades with the fewest adopters
 (oldest first) are evicted down to ``evict_to`` x ``max_tracked``, with their adoptions (a
@@ -67,7 +71,7 @@ pass over the non-cascades' store only, which the table bounds);
 ``cascade_ngrams_evicted_total`` and ``cascade_evicted_adopters_max`` say what was lost: sizes
 are exact for every n-gram never evicted, and an evicted n-gram that comes back restarts with
 at most that many adopters missing. Cascades themselves are never evicted (their adoptions are
-the cascade): memory = table + ~5 bytes x total cascade size + 40 bytes and the words a cascade
+the cascade): memory = table + ~5 bytes x total cascade size + 32 bytes and the words a cascade
 + 12 bytes a text. Agents are indexed once (~100 bytes each, the society's size).
 
 >>> from datetime import datetime, timezone
@@ -911,6 +915,20 @@ class CascadeEngine:
         self._flush()
         c = self._size >= self.config.min_adopters
         return self._keys[c], self._size[c].astype(np.int64)
+
+    def cascade_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, sizes) of every cascade, by id (:meth:`ngram` names one): O(n-grams tracked)
+        in NumPy, where :meth:`sizes` names them all in Python."""
+        return self._cascades()
+
+    def ngram(self, gid: int) -> str:
+        """A cascade's words, from its id."""
+        return self._word(gid)
+
+    def settled(self) -> bool:
+        """No text taken since the last analysis (which merged the buffer): a read now forces
+        no early merge."""
+        return self.texts_total == self._texts_at_analysis
 
     def sizes(self) -> dict[str, int]:
         """Cascade sizes (distinct adopters) by n-gram."""

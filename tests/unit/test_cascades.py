@@ -286,3 +286,20 @@ def test_power_law_fit_from_the_histogram_is_the_same() -> None:
     for cap in (None, 30):
         assert fit_discrete_power_law(x, max_candidates=cap) == fit_discrete_power_law(
             x, max_candidates=cap, histogram=np.bincount(x))
+
+
+def test_public_listing_names_every_cascade(engine) -> None:
+    """cascade_ids / ngram (what the hazard fit reads) agree with sizes(); settled() says
+    whether a text came since the last analysis."""
+    ids, sizes = engine.cascade_ids()
+    assert {engine.ngram(g): s for g, s in zip(ids.tolist(), sizes.tolist(), strict=True)} \
+        == engine.sizes()
+    assert engine.settled()
+    stream = items()
+    eng = CascadeEngine(CFG)
+    for it in stream[:-1]:
+        eng.update(it)
+    eng.analyse()
+    assert eng.settled()
+    eng.update(next(it for it in stream if it.author is not None and it.text is not None))
+    assert not eng.settled()
