@@ -32,27 +32,29 @@ there from the (n-1)-gram ids of the same text; expected colliding pairs ~N^2 / 
 n-grams in a table, 3e-6 for N = 10^7). Per n, a table sorted by id; the live rule's holds one
 uint16 beside each id: 10 bytes a tracked n-gram (``BYTES_PER_NGRAM``; it was 13). The uint16
 packs the last day relative to the oldest day that may still change (8 bits: G + lateness <=
-255, else the wide layout below), the first day as ``min(last - first, lateness + 1)`` (a
-first day further back can never move: no post older than ``current - lateness`` is counted,
-so it is kept clamped and never read back) and the count capped at 2 (1 bit); the batch
-rule's table keeps first and last day as uint16 days since 1970 (good to 2149) and the count
-as uint8, 13 bytes. While merging, a transient copy of the id column and of the buffered
-occurrences (8 bytes each). N-grams are dropped as soon as they can no longer change: unseen
-for more than G days (singletons included), so the tables hold only the n-grams of the last
-G + lateness + 1 days; the drop runs once per day change (nothing can age out within a day).
-Occurrences are buffered and merged in vectorised batches (at each day change, every
-``flush_every`` occurrences and on reading): one sort of the buffered ids per n (one day in
-the buffer: ``np.sort``, no payload), one ``searchsorted`` of the distinct ones into the
-table, one insertion; births and deaths are kept as per-day counters (``births`` / ``deaths``
-of a day in the series: qualifying lives whose first / last day it is), so finished n-grams
-leave nothing but counts. A merge rewrites the tables, so the buffer holds at least an eighth
-of the tracked n-grams before one (8 bytes an occurrence: the buffer adds at most ~8 % to the
-tables' memory); per post the cost is O(tokens x max_n x log), with no Python loop over
-tokens or history. Repeated texts: a post whose exact text (title and body, a 16-byte
-blake2b digest) was already counted twice on its day changes nothing (each of its n-grams
-already has that day in its life and a count of 2), so it is counted in the totals and
-skipped without tokens' ids or n-gram work; the digests of the days that can still take
-posts (lateness + 1 days) are kept, ~100 bytes a distinct text (20 MB at a 200k-post day).
+255, else the wide layout below), the first day as ``min(last - first, lateness + 1)`` (a first
+day further back can never move: no post older than ``current - lateness`` is counted, so it is
+kept clamped and never read back) and the count capped at 2 (1 bit); the batch rule's table
+keeps first and last day as uint16 days since 1970 (good to 2149) and the count as uint8, 13
+bytes. Merges and drops edit the tables in place (the buffers grow and shrink by realloc,
+elements move a chunk at a time): no second copy of a table at any moment, only the buffered
+occurrences (8 bytes each) and chunk-sized temporaries. N-grams are dropped as soon as they can
+no longer change: unseen for more than G days (singletons included), so the tables hold only
+the n-grams of the last G + lateness + 1 days; the drop runs once per day change (nothing can
+age out within a day). Occurrences are buffered and merged in vectorised batches (at each day
+change, every ``flush_every`` occurrences and on reading): one sort of the buffered ids per n
+(one day in the buffer: ``np.sort``, no payload), one ``searchsorted`` of the distinct ones
+into the table, one insertion in place; births and deaths are kept as per-day counters
+(``births`` / ``deaths`` of a day in the series: qualifying lives whose first / last day it
+is), so finished n-grams leave nothing but counts. A merge moves every element of the tables,
+so the buffer holds at least an eighth of the tracked n-grams before one (8 bytes an
+occurrence: the buffer adds at most ~8 % to the tables' memory); per post the cost is O(tokens
+x max_n x log), with no Python loop over tokens or history. Repeated texts: a post whose exact
+text (title and body, a 16-byte blake2b digest) was already counted twice on its day changes
+nothing (each of its n-grams already has that day in its life and a count of 2), so it is
+counted in the totals and skipped without tokens' ids or n-gram work; the digests of the days
+that can still take posts (lateness + 1 days) are kept, ~100 bytes a distinct text (20 MB at a
+200k-post day).
 
 A hard bound besides (``max_tracked``, default 100 M n-grams of all n: 1 GB of tables).
 Most tracked n-grams are singletons (seen once: on real posts ~650 distinct n-grams a post,
@@ -140,8 +142,8 @@ class _WideTable:
         return self.keys.nbytes + self.first.nbytes + self.last.nbytes + self.count.nbytes
 
     def keep(self, mask: np.ndarray) -> None:
-        self.keys, self.first = self.keys[mask], self.first[mask]
-        self.last, self.count = self.last[mask], self.count[mask]
+        self.keys, self.first = _kept(self.keys, mask), _kept(self.first, mask)
+        self.last, self.count = _kept(self.last, mask), _kept(self.count, mask)
 
     def get(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return (self.first[e].astype(np.int64), self.last[e].astype(np.int64),
@@ -150,12 +152,11 @@ class _WideTable:
     def put(self, e: np.ndarray, f: np.ndarray, last: np.ndarray, c: np.ndarray) -> None:
         self.first[e], self.last[e], self.count[e] = f, last, c
 
-    def insert(self, at: np.ndarray, old: np.ndarray, keys: np.ndarray, f: np.ndarray,
-               last: np.ndarray, c: np.ndarray) -> None:
-        self.keys = _placed(self.keys, keys, at, old)
-        self.first = _placed(self.first, f.astype(np.uint16), at, old)
-        self.last = _placed(self.last, last.astype(np.uint16), at, old)
-        self.count = _placed(self.count, c.astype(np.uint8), at, old)
+    def insert(self, pos: np.ndarray, keys: np.ndarray, f: np.ndarray, last: np.ndarray,
+               c: np.ndarray) -> None:
+        self.keys, self.first, self.last, self.count = _inserted(
+            [self.keys, self.first, self.last, self.count],
+            [keys, f.astype(np.uint16), last.astype(np.uint16), c.astype(np.uint8)], pos)
 
     def lasts(self) -> np.ndarray:
         return self.last.astype(np.int64)
@@ -187,7 +188,7 @@ class _PackedTable:
         return self.keys.nbytes + self.meta.nbytes
 
     def keep(self, mask: np.ndarray) -> None:
-        self.keys, self.meta = self.keys[mask], self.meta[mask]
+        self.keys, self.meta = _kept(self.keys, mask), _kept(self.meta, mask)
 
     def rebase(self, origin: int) -> None:
         """Move ``origin`` on (every held n-gram's last day is on or after the new one)."""
@@ -208,10 +209,10 @@ class _PackedTable:
     def put(self, e: np.ndarray, f: np.ndarray, last: np.ndarray, c: np.ndarray) -> None:
         self.meta[e] = self._pack(f, last, c)
 
-    def insert(self, at: np.ndarray, old: np.ndarray, keys: np.ndarray, f: np.ndarray,
-               last: np.ndarray, c: np.ndarray) -> None:
-        self.keys = _placed(self.keys, keys, at, old)
-        self.meta = _placed(self.meta, self._pack(f, last, c), at, old)
+    def insert(self, pos: np.ndarray, keys: np.ndarray, f: np.ndarray, last: np.ndarray,
+               c: np.ndarray) -> None:
+        self.keys, self.meta = _inserted([self.keys, self.meta],
+                                         [keys, self._pack(f, last, c)], pos)
 
     def lasts(self) -> np.ndarray:
         return (self.meta & 0xFF).astype(np.int64) + self.origin
@@ -241,14 +242,54 @@ def _distinct(ids: list[np.ndarray], days: list[int]
     return flat[starts], d[starts], d[ends - 1], np.minimum(ends - starts, 2)
 
 
-def _placed(column: np.ndarray, values: np.ndarray, at: np.ndarray, old: np.ndarray
-            ) -> np.ndarray:
-    """``column`` with ``values`` inserted so that they land at positions ``at`` (one mask
-    shared by every column: cheaper than ``np.insert`` per column)."""
-    out = np.empty(len(old), column.dtype)
-    out[old] = column
-    out[at] = values
-    return out
+CHUNK = 1 << 20  # elements moved at a time by the in-place table edits
+
+
+def _owned(column: np.ndarray) -> np.ndarray:
+    """``column`` itself if it owns a writable buffer (so it can be resized), else a copy
+    (once: e.g. an array restored from a pickle)."""
+    if column.flags.owndata and column.flags.writeable and column.base is None:
+        return column
+    return column.copy()
+
+
+def _inserted(columns: list[np.ndarray], values: list[np.ndarray], pos: np.ndarray
+              ) -> list[np.ndarray]:
+    """The ``columns`` (of one length) with ``values`` inserted before their elements at
+    ``pos`` (ascending, as ``searchsorted`` gives them), in place: each buffer grows by realloc
+    (no second copy of the table) and the old elements move right a chunk at a time from the
+    end; each chunk's targets lie above every lower chunk's sources, so nothing is
+    overwritten unread."""
+    n, k = len(columns[0]), len(pos)
+    if not k:
+        return columns
+    columns = [_owned(c) for c in columns]
+    for c in columns:
+        c.resize(n + k, refcheck=False)
+    for b in range(n, 0, -CHUNK):
+        a = max(0, b - CHUNK)
+        i0, i1 = np.searchsorted(pos, [a, b])
+        # old element j lands at j + (insertions before it) = j + #(pos <= j)
+        to = np.arange(a, b) + i0 + np.cumsum(np.bincount(pos[i0:i1] - a, minlength=b - a))
+        for c in columns:
+            c[to] = c[a:b].copy()
+    at = pos + np.arange(k)
+    for c, v in zip(columns, values, strict=True):
+        c[at] = v
+    return columns
+
+
+def _kept(column: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``column[mask]`` in place, a chunk at a time (writes stay below the chunk read), then
+    the buffer shrinks by realloc: no second copy of the table."""
+    column = _owned(column)
+    w = 0
+    for a in range(0, len(column), CHUNK):
+        sel = column[a:a + CHUNK][mask[a:a + CHUNK]]
+        column[w:w + len(sel)] = sel
+        w += len(sel)
+    column.resize(w, refcheck=False)
+    return column
 
 
 class _Lifecycle:
@@ -352,10 +393,7 @@ class _Lifecycle:
         self._count(self.births[n], [nf[becomes | fmove], nfn[qn]], [f0[fmove]])
         self._count(self.deaths[n], [nl[becomes | lmove], nln[qn]], [l0[lmove]])
         if len(nk):
-            at = pos[new] + np.arange(len(nk))  # final places of the new ids (pos ascending)
-            old = np.ones(len(t) + len(nk), bool)
-            old[at] = False
-            t.insert(at, old, nk, nfn, nln, ncn)
+            t.insert(pos[new], nk, nfn, nln, ncn)
 
     def nbytes(self) -> int:
         return sum(t.nbytes() for t in self.tables)

@@ -296,3 +296,27 @@ def test_repeated_texts_exact(posts, tokens) -> None:
     for n in (1, 3, 5):
         assert_series_equal(live.series(n), plain_lives_rates(toks, n, 3)[0])
         assert_series_equal(live.series_batch(n), plain_paper_rates(toks, n))
+
+
+def test_in_place_table_edits(monkeypatch) -> None:
+    """The tables grow and shrink in place, a chunk at a time (tiny chunks here): the same
+    arrays as a sorted merge and a mask, arrays restored from a pickle included."""
+    import pickle
+
+    import numpy as np
+
+    from streams.state import ngrams as mod
+
+    monkeypatch.setattr(mod, "CHUNK", 7)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        col = np.sort(rng.choice(1000, int(rng.integers(0, 40)), replace=False)).astype(
+            np.uint64)
+        rest = np.setdiff1d(np.arange(1000, dtype=np.uint64), col)
+        vals = np.sort(rng.choice(rest, int(rng.integers(0, 20)), replace=False))
+        want = np.sort(np.concatenate([col, vals]))
+        got, twice = mod._inserted([pickle.loads(pickle.dumps(col)), col * 2],
+                                   [vals, vals * 2], np.searchsorted(col, vals))
+        assert np.array_equal(got, want) and np.array_equal(twice, want * 2)
+        mask = rng.random(len(want)) < 0.5
+        assert np.array_equal(mod._kept(pickle.loads(pickle.dumps(want)), mask), want[mask])
