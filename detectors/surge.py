@@ -67,6 +67,7 @@ import hashlib
 import re
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
+from itertools import islice
 
 import numpy as np
 
@@ -92,6 +93,7 @@ _TLD_SET = frozenset(TLDS)
 _OWN_HOSTS = ("moltbook.com", "www.moltbook.com")
 _HEX = frozenset("0123456789abcdef")
 _ALNUM_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+_MARKED = re.compile(r"([$#]) (\w+)")  # over tokens joined by spaces
 
 
 def _ticker(word: str, max_len: int) -> bool:
@@ -146,11 +148,13 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
     out: set[str] = set()
     sig = None
     if "$" in raw or "#" in raw:
-        for i in range(len(tokens) - 1):
-            t, nxt = tokens[i], tokens[i + 1]
-            if t[-1] == "$" and _ticker(nxt, 12):
-                out.add(f"token:{nxt.upper()}")
-            elif t[-1] == "#" and _ticker(nxt, 40) and len(nxt) >= 3:
+        # a token ending in "$" or "#" then the next token (tokens never hold a space, so the
+        # joined tokens' "$ " and "# " are exactly those ends): one C-level scan
+        for mark, nxt in _MARKED.findall(" ".join(tokens)):
+            if mark == "$":
+                if _ticker(nxt, 12):
+                    out.add(f"token:{nxt.upper()}")
+            elif _ticker(nxt, 40) and len(nxt) >= 3:
                 out.add(f"hashtag:{nxt}")
     if "tick" in raw or "TICK" in raw:
         fields = inscription(tokens)
@@ -162,8 +166,13 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
                 out.add(f"mint:{tick.upper()}")
             sig = ":".join(fields.get(k, "") for k in ("p", "op", "tick", "amt"))
     if _TLD_RE.search(raw):
-        for i in range(1, len(tokens) - 1):
-            if tokens[i] == "." and tokens[i + 1] in _TLD_SET and tokens[i - 1][0].isalnum():
+        n, i = len(tokens), 0
+        while True:  # the "." tokens, found by list.index (C), 1 <= i < n - 1
+            try:
+                i = tokens.index(".", i + 1, n - 1)
+            except ValueError:
+                break
+            if tokens[i + 1] in _TLD_SET and tokens[i - 1][0].isalnum():
                 j = i - 1  # the host: word (. word)* before the top-level domain
                 while j >= 2 and tokens[j - 1] in (".", "-") and tokens[j - 2][0].isalnum():
                     j -= 2
@@ -172,7 +181,7 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
                     out.add(f"url:{host}")
     if len(raw) >= 32 and max(map(len, tokens)) >= 32:
         out.update(f"contract:{w}" for w in tokens if len(w) >= 32 and _contract(w))
-    words = [w for w in text.words[:64] if w.isalpha()][:40]
+    words = list(islice(filter(str.isalpha, text.words[:64]), 40))
     if len(words) >= min_template_words:
         digest = hashlib.blake2b(" ".join(words).encode(), digest_size=6).hexdigest()
         out.add(f"text:{digest}")

@@ -278,3 +278,44 @@ def test_real_claw_flood_over_real_background_is_caught_and_clean_is_silent(
         assert "token:CLAW" in first.evidence["related_entities"]
         assert first.evidence["coordination_share"] >= 0.3
         assert set(first.evidence["agents"]) <= {f"claw_minter{seed}_{a}" for a in range(15)}
+
+
+def scanned_entities(tokens: list[str], raw: str) -> set[str]:
+    """The published token scans, one token at a time: tickers after a token ending in "$",
+    hashtags after one ending in "#", hosts before a known top-level domain (when the raw text
+    has a dot then a known top-level domain)."""
+    from detectors.surge import _OWN_HOSTS, _TLD_RE, _TLD_SET, _ticker
+
+    out: set[str] = set()
+    for i in range(len(tokens) - 1):
+        t, nxt = tokens[i], tokens[i + 1]
+        if t[-1] == "$" and _ticker(nxt, 12):
+            out.add(f"token:{nxt.upper()}")
+        elif t[-1] == "#" and _ticker(nxt, 40) and len(nxt) >= 3:
+            out.add(f"hashtag:{nxt}")
+    for i in range(1, len(tokens) - 1 if _TLD_RE.search(raw) else 0):
+        if tokens[i] == "." and tokens[i + 1] in _TLD_SET and tokens[i - 1][0].isalnum():
+            j = i - 1
+            while j >= 2 and tokens[j - 1] in (".", "-") and tokens[j - 2][0].isalnum():
+                j -= 2
+            host = "".join(tokens[j:i + 2])
+            if host not in _OWN_HOSTS:
+                out.add(f"url:{host}")
+    return out
+
+
+def test_token_scans_equal_the_token_by_token_rule() -> None:
+    """The C-level scans (joined tokens, list.index) find exactly what the token-by-token scan
+    finds, on random texts dense in marks, dots, dashes and domains."""
+    rng = random.Random(3)
+    parts = ["$", "#", "##", "($", "#$", ".", "-", " ", "  ", "xyz", "com", "io", "ai", "claw",
+             "_x", "9lives", "mbc20", "moltbook", "www", "a", "ÉTÉ", "ok", "$$", ".", "-", ".io",
+             ".com", ".xyz"]
+    for _ in range(3000):
+        raw = "".join(rng.choice(parts) + rng.choice(["", " "]) for _ in range(rng.randint(1, 30)))
+        text = Text.of(raw)
+        kinds = ("token:", "hashtag:", "url:")
+        got = {e for e in extract_entities(text, raw, 10**6) if e.startswith(kinds)}
+        want = {e for e in scanned_entities(text.tokens, raw) if e.startswith(kinds)}
+        if "tick" not in raw:  # (inscriptions add their own tickers)
+            assert got == want, raw
