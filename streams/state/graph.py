@@ -20,12 +20,14 @@ Cost: an interaction is a few dict updates and one heap push, amortised O(log wi
 pops what left the window. Memory: the window costs one heap entry per interaction in it
 (~100 B) plus one dict entry per distinct pair in it (~150 B); each retained day one dict entry
 per distinct pair of that day; the cumulative graph one entry per distinct pair ever seen in
-``_out`` and ``_in`` (~200 B a pair) plus an agent index and the pair arrays
+``_out`` (~100 B a pair) plus an agent index and the pair arrays
 (:meth:`InteractionGraph.arrays`, 20 B a pair, 8 B an agent) that the exact PageRank and the
 roles read without copying the graph. It is the paper's cumulative graph and grows with the
 society, O(agents x mean partners). Measured with the influence engine's window PageRank, on a
 resampled real stream: about 790 B per distinct pair while the pair is in the window, about
-250 B once only the cumulative graph holds it; about 2 kB per agent in all.
+250 B once only the cumulative graph holds it; about 2 kB per agent in all (measured while the
+graph also kept per-agent in-neighbour sets, one set entry a pair, since dropped:
+:meth:`InteractionGraph.in_neighbours` reads the pair arrays).
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import CommentEvent
@@ -110,7 +112,6 @@ class InteractionGraph:
         self.day_interactions: dict[int, int] = {}  # interactions of each retained day
         self._day_slots: dict[int, array] = {}  # cumulative slot of each of a day's pairs
         self._out: dict[str, dict[str, int]] = {}  # cumulative adjacency
-        self._in: dict[str, set[str]] = {}
         # the cumulative graph as arrays: agent index and one slot per distinct pair
         self._index: dict[str, int] = {}
         self._names: list[str] = []
@@ -129,37 +130,36 @@ class InteractionGraph:
     # -- ingestion ---------------------------------------------------------------------------
     def update(self, item: Item) -> Interaction | None:
         """Take one item; returns the interaction it made (the reducer's fact)."""
-        if not isinstance(item.event, CommentEvent):
+        event = item.event
+        if not isinstance(event, CommentEvent):
             return None
-        edge = interaction_of(item)
-        if edge is None:
+        src, dst = item.author, event.reply_to
+        if src is None or dst is None or src == dst:
             self.dropped_total += 1
             return None
-        self.add(edge)
-        return edge
+        self._add(src, dst, item.t)
+        return Interaction(src, dst, item.t)
 
     def add(self, edge: Interaction) -> None:
         """Add one interaction to its day, the cumulative graph and (if recent) the window."""
-        pair = (edge.src, edge.dst)
+        self._add(edge.src, edge.dst, edge.time)
+
+    def _add(self, src: str, dst: str, ts: float) -> None:
+        pair = (src, dst)
         self.interactions_total += 1
         slot = self._slot.get(pair)
         if slot is None:
             slot = self._slot[pair] = len(self._slot)
-            self._src.append(self._agent(edge.src))
-            self._dst.append(self._agent(edge.dst))
+            self._src.append(self._agent(src))
+            self._dst.append(self._agent(dst))
             self._w.append(0.0)
-            out = self._out.get(edge.src)
+            out = self._out.get(src)
             if out is None:
-                out = self._out[edge.src] = {}
-            out[edge.dst] = 1
-            ins = self._in.get(edge.dst)
-            if ins is None:
-                ins = self._in[edge.dst] = set()
-            ins.add(edge.src)
+                out = self._out[src] = {}
+            out[dst] = 1
         else:
-            self._out[edge.src][edge.dst] += 1
+            self._out[src][dst] += 1
         self._w[slot] += 1.0
-        ts = edge.time
         d = int(ts // DAY)
         day = self.days.get(d)
         if day is None:
@@ -250,8 +250,15 @@ class InteractionGraph:
         return self._out.get(src, {}).get(dst, 0)
 
     def in_neighbours(self, agent: str) -> set[str]:
-        """Agents who interacted with ``agent`` so far (cumulative predecessors)."""
-        return self._in.get(agent) or set()
+        """Agents who interacted with ``agent`` so far (cumulative predecessors): O(pairs)
+        from the pair arrays, for the rare reader (no per-agent set is kept for it)."""
+        i = self._index.get(agent)
+        if i is None:
+            return set()
+        m = len(self._slot)
+        src = np.frombuffer(self._src, np.int32)[:m]
+        hits = src[np.frombuffer(self._dst, np.int32)[:m] == i]
+        return {self._names[j] for j in hits.tolist()}
 
     def out_neighbours(self, agent: str) -> dict[str, int]:
         """Agents ``agent`` interacted with so far, with weights (cumulative successors)."""
