@@ -39,6 +39,7 @@ import heapq
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from streams.events import CommentEvent, PostEvent, VoteEvent
@@ -48,6 +49,11 @@ GRANULARITIES: dict[str, int] = {"minute": 60, "hour": 3600, "day": 86400}
 _NAMES = tuple(GRANULARITIES)
 DEFAULT_KEEP: dict[str, int] = {"minute": 1440, "hour": 720, "day": 3660}
 FREEZE_AFTER = 7200.0
+
+
+@lru_cache(maxsize=8192)  # more than the buckets kept: a snapshot formats none again
+def _iso(start: int) -> str:
+    return datetime.fromtimestamp(start, UTC).isoformat()
 
 
 @dataclass(slots=True)
@@ -75,7 +81,7 @@ class Bucket:
     def row(self) -> dict[str, Any]:
         frozen = self.agents is None
         return {
-            "start": datetime.fromtimestamp(self.start, UTC).isoformat(),
+            "start": _iso(self.start),
             "posts": self.posts,
             "comments": self.comments,
             "vote_changes": self.vote_changes,

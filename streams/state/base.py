@@ -25,11 +25,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from streams.events import CommentEvent, PostEvent
+from streams.text import Text, tokenize
+
 if TYPE_CHECKING:
     import numpy as np
 
     from streams.events import Event
-    from streams.text import Text
+
+_TEXTED = (PostEvent, CommentEvent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +103,9 @@ class Item:
         >>> it.t, it.author, it.text.tokens
         (1769904000.0, 'a', ['gm', 'hello', ',', 'world'])
         """
-        from streams.events import CommentEvent, PostEvent
-        from streams.text import Text
-
         t = event.event_time.timestamp()
-        if isinstance(event, PostEvent | CommentEvent):
-            return cls(event, t, event.author, Text.of(event.text), vector)
+        if isinstance(event, _TEXTED):
+            return cls(event, t, event.author, Text(tokenize(event.text)), vector)
         return cls(event, t, None, None, vector)  # (a pydantic attribute miss is slow)
 
 
