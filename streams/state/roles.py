@@ -20,8 +20,8 @@ bounded:
   (64) uniform pivots with networkx's scaling: each pivot adds one term in [0, 1] per agent,
   so by Hoeffding an agent's estimate is within sqrt(ln(2/0.05) / (2k)) = 0.17 of the exact
   normalised value with 95 % probability (k = 64; typically far closer: tests);
-- clustering: exact, every agent's triangles at once (the forward algorithm as two sparse
-  products, :func:`clustering`), O(m^1.5) at worst for m undirected pairs;
+- clustering: exact, every agent's triangles by the forward algorithm as sparse products
+  (:func:`clustering`), ``STEP_PAIRS`` oriented pairs a step, O(m^1.5) at worst for m pairs;
 - k-means on the (sampled) agents, silhouette on at most ``silhouette_sample`` of them, both
   on one thread (``threadpool_limits(1)``): the reducer owns one core, and scikit-learn's
   OpenMP Lloyd loop on a shared 2-core machine spent most of a run waiting on its threads
@@ -66,6 +66,7 @@ from streams.state.graph import InteractionGraph, Pair
 from streams.state.pagerank import pagerank_arrays
 
 STEP_PIVOTS = 4  # betweenness pivots a step of a spread run
+STEP_PAIRS = 100_000  # oriented edges whose triangles a step counts
 FEATURES = ("in_degree", "out_degree", "betweenness", "clustering", "pagerank")
 
 
@@ -146,11 +147,18 @@ def _betweenness_scale(bc: np.ndarray, n: int, pivots: np.ndarray | None) -> np.
 def clustering(out: sp.csr_matrix) -> np.ndarray:
     """Clustering coefficient of every agent in the undirected simple graph of ``out`` (the
     directed adjacency), networkx's ``clustering``: 2 T / (deg (deg - 1)), T the triangles
-    through the agent. Triangles are counted once each by the forward algorithm in sparse
-    products: edges oriented from lower to higher (degree, index) rank, B; a triangle u < v < w
-    is the one entry (u, w) of (B B) o B with v in the middle, so u's and w's counts are the
-    row and column sums of that matrix and v's the row sums of (B^T B) o B. O(m^1.5) at worst
-    (each out-degree of B is at most sqrt(2m)), exact integers."""
+    through the agent (:func:`_clustering_steps` in one go)."""
+    return _drain(_clustering_steps(out))
+
+
+def _clustering_steps(out: sp.csr_matrix) -> Steps:
+    """:func:`clustering` as bounded steps. Triangles are counted once each by the forward
+    algorithm in sparse products: edges oriented from lower to higher (degree, index) rank, B;
+    a triangle u < v < w is the one entry (u, w) of (B B) o B with v in the middle, so u's and
+    w's counts are that matrix's row and column sums and v's the row sums of (B^T B) o B.
+    Rows go in blocks of about ``STEP_PAIRS`` oriented edges, a step each; a block's work is
+    at most its edges x sqrt(2m) (each out-degree of B is at most sqrt(2m)): O(m^1.5) in all
+    at worst. Exact integers whatever the blocks."""
     n = out.shape[0]
     und = (out + out.T).tocoo()
     simple = und.row != und.col
@@ -160,14 +168,23 @@ def clustering(out: sp.csr_matrix) -> np.ndarray:
     rank[np.lexsort((np.arange(n), deg))] = np.arange(n)
     up = rank[row] < rank[col]
     b = sp.csr_matrix((np.ones(int(up.sum())), (row[up], col[up])), shape=(n, n))
-    ends = (b @ b).multiply(b)
-    middle = (b.T @ b).multiply(b)
-    tri = (np.asarray(ends.sum(axis=1)).ravel() + np.asarray(ends.sum(axis=0)).ravel()
-           + np.asarray(middle.sum(axis=1)).ravel())
-    out_c = np.zeros(n)
+    bt = b.T.tocsr()
+    tri = np.zeros(n)
+    cuts = np.searchsorted(b.indptr, np.arange(STEP_PAIRS, b.nnz, STEP_PAIRS))
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, n], strict=True):
+        if hi <= lo:
+            continue
+        rows = b[lo:hi]
+        ends = (rows @ b).multiply(rows)  # rows lo..hi of (B B) o B
+        middle = (bt[lo:hi] @ b).multiply(rows)  # rows lo..hi of (B^T B) o B
+        tri[lo:hi] += (np.asarray(ends.sum(axis=1)).ravel()
+                       + np.asarray(middle.sum(axis=1)).ravel())
+        tri += np.asarray(ends.sum(axis=0)).ravel()
+        yield
+    coef = np.zeros(n)
     two = deg > 1
-    out_c[two] = 2 * tri[two] / (deg[two] * (deg[two] - 1))
-    return out_c
+    coef[two] = 2 * tri[two] / (deg[two] * (deg[two] - 1))
+    return coef
 
 
 Arrays = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]
@@ -213,8 +230,8 @@ def _feature_steps(source: InteractionGraph | Mapping[Pair, int] | Arrays,
                    cfg: RolesConfig) -> Steps:
     """:func:`role_features` as bounded steps (a yield between them): set-up and PageRank,
     then ``STEP_PIVOTS`` sampled betweenness pivots a step (exact betweenness of a small
-    graph in one), then the clustering
-    coefficients in one. Reads a copy of the graph's arrays taken at the start."""
+    graph in one), then the clustering coefficients, ``STEP_PAIRS`` oriented pairs a step.
+    Reads a copy of the graph's arrays taken at the start."""
     names, src, dst, w = _graph_arrays(source)
     names = list(names)  # a copy: the graph's list grows while the steps run
     n = len(names)
@@ -240,8 +257,7 @@ def _feature_steps(source: InteractionGraph | Mapping[Pair, int] | Arrays,
     out_deg = np.diff(out.indptr)
     chosen = (np.arange(n) if n <= cfg.sample else rng.choice(n, cfg.sample, replace=False))
     chosen = sorted(chosen.tolist(), key=names.__getitem__)
-    clus = clustering(out)[chosen]
-    yield
+    clus = (yield from _clustering_steps(out))[chosen]
     idx = np.array(chosen, dtype=np.int64)
     x = np.column_stack([in_deg[idx], out_deg[idx], btw[idx], clus, pr[idx]]).astype(np.float64)
     return [names[i] for i in chosen], x

@@ -167,3 +167,33 @@ def test_silhouette_equals_scikit_learn() -> None:
         lab[:2] = [100, 101]  # two singleton clusters
         assert silhouette(d, lab) == pytest.approx(silhouette_score(z, lab), abs=1e-12)
     assert silhouette(d, np.zeros(300, int)) == -1.0
+
+
+def test_clustering_in_small_steps_equals_networkx(monkeypatch) -> None:
+    """The triangle count spread over many steps (tiny blocks): networkx's clustering."""
+    import scipy.sparse as sp
+
+    from streams.state import roles
+
+    monkeypatch.setattr(roles, "STEP_PAIRS", 50)
+    g = InteractionGraph()
+    for e in synthetic_interactions(3000, 400, timedelta(hours=5), seed=4):
+        g.add(e)
+    names, src, dst, _ = g.arrays()
+    n = len(names)
+    out = sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
+    steps = roles._clustering_steps(out)
+    taken = 0
+    while True:
+        try:
+            next(steps)
+            taken += 1
+        except StopIteration as stop:
+            got = stop.value
+            break
+    assert taken > 10
+    ng = nx.DiGraph()
+    ng.add_edges_from((names[u], names[v]) for u, v in zip(src.tolist(), dst.tolist(),
+                                                            strict=True))
+    want = nx.clustering(ng.to_undirected())
+    assert np.allclose(got, [want[a] for a in names], rtol=0, atol=1e-12)
