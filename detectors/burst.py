@@ -35,8 +35,10 @@ the first ``evidence_texts`` adopters after the first (the first's text is not k
 record holds its time, author and id, and it leads the timeline), and the timeline of every
 adopter's first use; rebuilt at most once a minute of event time.
 
-Memory: the distinct n-grams of ``memory_s`` (25 bytes a slot, at most 4 slots an n-gram; over
-``max_seen`` n-grams the least recently seen go first, the only departure from the definition),
+Memory: the distinct n-grams of ``memory_s`` (25 bytes a slot, 2 to 6 slots an n-gram: the
+table is rebuilt at load 1/2 to load under 1/3; a checkpoint pickles the used slots only, 25
+bytes an n-gram; over ``max_seen`` n-grams the least recently seen go first, ties by id, the
+only departure from the definition),
 one record per text within ``max_age_s`` that gave birth to n-grams, and the adopters (at most
 ``max_adopters``) and the first ``evidence_texts`` adopters' texts (400 characters each) of
 the young n-grams with two or more. Items without an author count as
