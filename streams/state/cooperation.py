@@ -95,6 +95,8 @@ def balanced(text: str) -> bool:
     >>> balanced("f(x[1]) {ok}"), balanced("(]"), balanced(")(")
     (True, False, False)
     """
+    if not any(map(text.__contains__, "()[]{}")):  # no bracket at all: the usual reply
+        return True
     s = _NOT_BRACKET.sub("", text)
     while s:
         shorter = s.replace("()", "").replace("[]", "").replace("{}", "")
