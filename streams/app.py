@@ -458,9 +458,9 @@ def create_app(config: DriverConfig, io: Collaborators,
         pace = paced["threads"]
         if not pace.due(behind()):
             return
-        with pace.timed():  # a copy: ingest may restore another partition meanwhile
+        with pace.timed():  # no await inside: ingest cannot restore a partition meanwhile
             partials = [encode_threads(partition, part.next_offset, partial)
-                        for partition, part in list(driver.parts.items())
+                        for partition, part in driver.parts.items()
                         if (partial := part.report()) is not None]
         for partial in partials:
             await society.send(value=partial)
