@@ -23,7 +23,9 @@ but no post event, for ``horizon_s`` after its latest comment), so memory grows 
 posts of the horizon (109 bytes each pickled, ``bench/bench_coverage.py``), plus at most
 ``days`` day rows. A post that aged out keeps its final figures in its day and in ``all``; a
 comment arriving for it later counts as an orphan (rare with a week's horizon: posts older
-than that are not revisited).
+than that are not revisited). Cost: O(1) an event (a heap push per post); a snapshot reads
+the day rows and the posts of the largest deficits only (posts are filed by deficit), never
+every post of the horizon.
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import CommentEvent, PostEvent
@@ -104,7 +106,9 @@ class CoverageState:
         self._all = [0] * len(FIELDS)
         self._horizon = [0] * len(FIELDS)  # the posts with a creation time in _posts
         self._days: dict[int, list[int]] = {}
-        self._deficits: dict[str, int] = {}  # post id -> deficit > 0, of the horizon's posts
+        # the horizon's posts with a deficit > 0, by deficit: the top list reads the largest
+        # deficits first, whatever the number of posts (live, nearly every post has one)
+        self._by_deficit: dict[int, dict[str, None]] = {}
         self._ages: list[tuple[float, str]] = []  # (age key when pushed, post id): lazy heap
         self._orphans_dropped = 0
         self._orphans_live = 0  # comments held for posts not seen (yet)
@@ -134,10 +138,7 @@ class CoverageState:
                 post.seen = seen + 1
                 if t > post.last:
                     post.last = t
-                if deficit > 0:
-                    self._deficits[pid] = deficit
-                else:
-                    self._deficits.pop(pid, None)
+                self._redeficit(pid, count - seen if count > seen else 0, deficit)
                 for row in (self._day(int(post.created // DAY)), self._all, self._horizon):
                     row[:] = map(add, row, diff)
         elif isinstance(ev, PostEvent):
@@ -178,7 +179,7 @@ class CoverageState:
                 self._orphans_live -= post.seen
             else:  # its figures stay in its day and in ``all``
                 _add(self._horizon, post.figures(), -1)
-                self._deficits.pop(pid, None)
+                self._redeficit(pid, post.figures()[4], 0)
 
     def snapshot(self) -> Snapshot:
         samples: list[Sample] = []
@@ -223,7 +224,12 @@ class CoverageState:
                 else datetime.fromtimestamp(self._latest, UTC).isoformat()}
 
     def details(self) -> dict[str, Any]:
-        top = heapq.nsmallest(self.config.top, ((-d, pid) for pid, d in self._deficits.items()))
+        top: list[tuple[int, str]] = []  # (-deficit, post id): the largest, ties by id
+        for d in sorted(self._by_deficit, reverse=True):
+            top += ((-d, pid) for pid in heapq.nsmallest(self.config.top - len(top),
+                                                         self._by_deficit[d]))
+            if len(top) >= self.config.top:
+                break
         return {
             "all": _named(self._all),
             "horizon": _named(self._horizon),
@@ -244,10 +250,7 @@ class CoverageState:
         ``created``) to its current ones, in its day, ``all`` and the horizon."""
         assert post.created is not None
         after = post.figures()
-        if after[4]:
-            self._deficits[pid] = after[4]
-        else:
-            self._deficits.pop(pid, None)
+        self._redeficit(pid, 0 if before is None else before[4], after[4])
         day = int(post.created // DAY)
         diff = after if before is None else tuple(map(sub, after, before))
         if before is not None and int(created // DAY) != day:
@@ -258,6 +261,21 @@ class CoverageState:
             _add(self._day(day), diff, 1)
         _add(self._all, diff, 1)
         _add(self._horizon, diff, 1)
+
+    def _redeficit(self, pid: str, old: int, new: int) -> None:
+        """File the post under its new deficit (0: none)."""
+        if old == new:
+            return
+        if old:
+            held = self._by_deficit[old]
+            del held[pid]
+            if not held:
+                del self._by_deficit[old]
+        if new:
+            held = self._by_deficit.get(new)
+            if held is None:
+                held = self._by_deficit[new] = {}
+            held[pid] = None
 
     def _day(self, day: int) -> list[int]:
         row = self._days.get(day)

@@ -117,6 +117,13 @@ def test_horizon_keeps_the_recent_posts_and_all_keeps_everything(real: list[Even
     ref = batch(real, since=end - horizon)
     got = st.details()
     assert got["horizon"] == ref["all"]
+    assert [(-r["comment_deficit"], r["post_id"]) for r in got["top_deficit"]] == ref["top"][:20]
+    made = sorted(e.event_time.timestamp() for e in real if isinstance(e, PostEvent))
+    wide = end - made[len(made) // 2]  # half the posts aged out, many with a deficit left
+    half, ref_half = run(real, CoverageConfig(horizon_s=wide)), batch(real, since=end - wide)
+    assert len(ref_half["top"]) > 20 and half.details()["horizon"] == ref_half["all"]
+    assert [(-r["comment_deficit"], r["post_id"])
+            for r in half.details()["top_deficit"]] == ref_half["top"][:20]
     # the state holds the horizon's posts and the post-less comments' entries only
     assert st.snapshot().value("coverage_tracked_posts") < len(
         {e.post_id for e in real if isinstance(e, PostEvent)})
