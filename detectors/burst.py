@@ -366,6 +366,14 @@ class BurstDetector:
         cand = np.flatnonzero(use & gmay[gid])
         cand = cand[np.lexsort((ps[cand], tx[cand]))]
         dead: set[int] = set()
+        sights: dict[int, Sighting] = {}  # one per text, shared by all its n-grams
+
+        def sighting(i: int) -> Sighting:
+            s = sights.get(i)
+            if s is None:
+                s = sights[i] = buf[i].sighting(cfg.evidence.stored_chars)
+            return s
+
         for g, i, p, rc, sl in zip(k[cand].tolist(), tx[cand].tolist(), ps[cand].tolist(),
                                    r[cand].tolist(), slot[gid[cand]].tolist(), strict=True):
             b = buf[i]
@@ -379,8 +387,8 @@ class BurstDetector:
                     y.posts.append(b.post)
                     y.threads.add(b.thread)
                     if len(y.texts) < cfg.evidence_texts:
-                        y.texts.append(b.sighting(cfg.evidence.stored_chars))
-            elif g not in dead and self._promote(g, rc, b, p):
+                        y.texts.append(sighting(i))
+            elif g not in dead and self._promote(g, rc, b, p, sighting(i)):
                 dead.add(g)
                 if g in self._young:
                     table.young[sl] = True
@@ -399,10 +407,10 @@ class BurstDetector:
             self._rec_a[n] = self._author_no.setdefault(b.author, len(self._author_no))
         self._records.append((b.t, b.author, b.post, b.texts_before, b.thread))
 
-    def _promote(self, g: int, rec: int, b: _Text, p: int) -> bool:
-        """A singly-used young n-gram used again (by text ``b`` at word ``p``): tracked in full
-        from a second adopter on. False while it is still singly used (the same agent again, or
-        no agent)."""
+    def _promote(self, g: int, rec: int, b: _Text, p: int, seen: Sighting) -> bool:
+        """A singly-used young n-gram used again (by text ``b`` at word ``p``, ``seen`` its
+        sighting, shared by the text's n-grams): tracked in full from a second adopter on.
+        False while it is still singly used (the same agent again, or no agent)."""
         i = rec - self._record_base
         if i < 0:
             return True  # its record is older than max_age_s: no longer young
@@ -418,7 +426,7 @@ class BurstDetector:
         adopters = {first: born} if first is not None else {}
         adopters[b.author] = b.t
         self._young[g] = _Young(phrase, born, texts_before, 2, adopters, [post, b.post],
-                                {thread, b.thread}, [b.sighting(self.cfg.evidence.stored_chars)])
+                                {thread, b.thread}, [seen])
         heapq.heappush(self._young_due, (born + self.cfg.max_age_s, g))
         self._dirty.add(g)
         return True
