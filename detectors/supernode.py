@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,6 +98,21 @@ class SupernodeConfig:
     reach_margin: float = 1.0
     reach_min_history: int = 12
     evidence: EvidenceConfig = DEFAULT  # exemplars, clusters, timeline (detectors.evidence)
+
+
+class _Names(Sequence[str]):
+    """The names of a snapshot's nodes, looked up only for the few a snapshot keeps."""
+
+    __slots__ = ("_names", "_nodes")
+
+    def __init__(self, names: list[str], nodes: list[int]) -> None:
+        self._names, self._nodes = names, nodes
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __getitem__(self, i: int) -> str:  # type: ignore[override]
+        return self._names[self._nodes[i]]
 
 
 @dataclass(slots=True)
@@ -219,7 +235,7 @@ class SupernodeDetector:
                 del self._node[name]
                 self._free_nodes.append(i)
 
-    def _observe_pagerank(self, now: float, names: list[str], p: np.ndarray) -> None:
+    def _observe_pagerank(self, now: float, names: Sequence[str], p: np.ndarray) -> None:
         """One PageRank vector over ``names`` (any scale: it is normalised to shares)."""
         total = float(p.sum())
         if total <= 0 or len(p) < 2:
@@ -355,7 +371,7 @@ class SupernodeDetector:
                             len(nodes), alpha=0.85, start=prev[nodes])
         self._p = np.zeros(len(self._names))
         self._p[nodes] = p
-        self._observe_pagerank(now, [self._names[i] for i in nodes.tolist()], p)
+        self._observe_pagerank(now, _Names(self._names, nodes.tolist()), p)
 
     def snapshot(self) -> Snapshot:
         return Snapshot(samples=[
