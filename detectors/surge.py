@@ -268,6 +268,7 @@ class SurgeDetector:
         self._reported: set[str] = set()
         self._start: float | None = None
         self._anonymous = 0
+        self._expired_at: float | None = None  # expired at this time, no text read since
 
     def update(self, item: Item) -> None:
         event = item.event
@@ -295,6 +296,7 @@ class SurgeDetector:
         names, sig = _entities(text, raw, self.cfg.min_template_words)
         if not names:
             return
+        self._expired_at = None
         if author is None:
             self._anonymous += 1
         created = self._agent_created.get(author) if author is not None else None
@@ -330,7 +332,8 @@ class SurgeDetector:
 
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg
-        self.expire(now)
+        if now != self._expired_at:  # (the pipeline has just expired it: nothing to redo)
+            self.expire(now)
         if self._start is None or now - self._start < cfg.warmup_s:
             self._dirty.clear()
             return []
@@ -499,6 +502,7 @@ class SurgeDetector:
                 e.buckets.popleft()
             while e.posts and e.posts[0].t <= now - self.cfg.window_s - self.cfg.copost_s:
                 e.posts.popleft()
+        self._expired_at = now
 
     def snapshot(self) -> Snapshot:
         return Snapshot(samples=[
