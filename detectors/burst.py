@@ -384,7 +384,7 @@ class BurstDetector:
                 if b.author is not None and b.author not in y.adopters \
                         and len(y.adopters) < cfg.max_adopters:
                     y.adopters[b.author] = b.t
-                    y.posts.append(b.post)
+                    y.posts.append(sighting(i).item_id)
                     y.threads.add(b.thread)
                     if len(y.texts) < cfg.evidence_texts:
                         y.texts.append(sighting(i))
@@ -425,7 +425,7 @@ class BurstDetector:
         phrase = " ".join(words)
         adopters = {first: born} if first is not None else {}
         adopters[b.author] = b.t
-        self._young[g] = _Young(phrase, born, texts_before, 2, adopters, [post, b.post],
+        self._young[g] = _Young(phrase, born, texts_before, 2, adopters, [post, seen.item_id],
                                 {thread, b.thread}, [seen])
         heapq.heappush(self._young_due, (born + self.cfg.max_age_s, g))
         self._dirty.add(g)
