@@ -35,8 +35,8 @@ the first ``evidence_texts`` adopters after the first (the first's text is not k
 record holds its time, author and id, and it leads the timeline), and the timeline of every
 adopter's first use; rebuilt at most once a minute of event time.
 
-Memory: the distinct n-grams of ``memory_s`` (25 bytes a slot, 2 to 6 slots an n-gram: the
-table is rebuilt at load 1/2 to load under 1/3; a checkpoint pickles the used slots only, 25
+Memory: the distinct n-grams of ``memory_s`` (25 bytes a slot, 2 to 8 slots an n-gram: the
+table is rebuilt at load 1/2 to load under 1/4; a checkpoint pickles the used slots only, 25
 bytes an n-gram; over ``max_seen`` n-grams the least recently seen go first, ties by id, the
 only departure from the definition),
 one record per text within ``max_age_s`` that gave birth to n-grams, and the adopters (at most
@@ -221,7 +221,7 @@ class _SeenTable:
         if len(keys) > max_seen:  # the most recently seen (ties by key: layout-independent)
             keep = np.lexsort((keys, last))[len(keys) - max_seen:]
             keys, last, rec, young = keys[keep], last[keep], rec[keep], young[keep]
-        bits = max(12, int(3 * (len(keys) + extra)).bit_length())  # load < 1/3 after
+        bits = max(12, int(4 * (len(keys) + extra)).bit_length())  # load < 1/4 after
         self._alloc(bits)
         self.count = 0
         self._put(keys, last, rec, young)
