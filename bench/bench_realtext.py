@@ -427,7 +427,9 @@ def memory(args: argparse.Namespace, real: dict[str, Any]) -> None:
     sizes = {k: v for k, v in real["states"].items() if isinstance(v, int)}
     empty = {k: v if isinstance(v, int) else 0 for k, v in real["empty"].items()}
     fixed = sum(min(empty.get(k, 0), v) for k, v in sizes.items())
-    state = sum(sizes.values())
+    # the whole pipeline's pickle: engines share objects (the interaction graph; hazard reads
+    # the cascade engine), which the per-engine pickles below each count again
+    state = real["pickle"] or sum(sizes.values())
     est_state = fixed + (state - fixed) * factor
     est_rss = real["base_rss"] + (real["peak_rss"] - real["base_rss"]) * factor
     print(f"\nMoltbook peak day ({PEAK_DAY['posts']:,} posts, {PEAK_DAY['comments']:,} "
@@ -439,7 +441,9 @@ def memory(args: argparse.Namespace, real: dict[str, Any]) -> None:
           f"interpreter, corpus, empty pipeline; the growth x {factor:.2f}, an upper bound: it "
           f"holds the event chunks too); fits 4 GB: {'yes' if est_rss < MEMORY_BUDGET else 'NO'}")
     ngram_projection()
-    print("\nstate by engine (pickle), real text:        now    empty  at a peak day   B/event")
+    print("\nstate by engine (pickle, each with what it references: shared objects counted in "
+          "each),\nreal text:                                   now    empty  at a peak day   "
+          "B/event")
     for name, size in sorted(real["states"].items(), key=lambda kv: -_num(kv[1])):
         if not isinstance(size, int):
             print(f"  {name:<28}{size}")
