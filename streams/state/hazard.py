@@ -44,8 +44,8 @@ cascades' adopters and exposures (:meth:`CascadeEngine.adopters`,
 except when the largest cascade alone is over it, then O(its adopters)); the published fit
 O(rows log rows). Live, :meth:`HazardEngine.expire` fits at most every ``every`` of event time
 (6 h) and once the texts grew by ``min_growth`` (25 %), at the first tick at which the cascade
-engine is settled (:func:`settled`: it analysed at that tick, or no text came since its last
-analysis; its analysis runs every ``analysis_every`` once ``analysis_min_texts`` (10k) more
+engine is settled (:meth:`CascadeEngine.settled`: it analysed at that tick, or no text came
+since its last analysis; its analysis runs every ``analysis_every`` once ``analysis_min_texts`` (10k) more
 texts came, so a due fit waits at most that): the fit then reads the cascades' state without
 forcing an early merge of their buffer (which cost more than the fit itself). A replay fits at
 :meth:`HazardEngine.fit` (the pipeline's close). State: the last fit's figures (a few
@@ -53,10 +53,9 @@ numbers); the table is dropped after each fit, so a pickle round-trip changes no
 
 What this engine reads of the cascade engine: the public :meth:`~CascadeEngine.adopters`,
 :meth:`~CascadeEngine.exposures` (each adopter's exposure against the graph),
-``texts_total``, its interaction graph (``graph.out_neighbours``, time-varying model), and,
-pending public equivalents, the internals ``_cascades()`` (the cascades' ids and sizes),
-``_word(id)`` (an id's n-gram) and ``_texts_at_analysis`` (see :func:`ranked`,
-:func:`settled`).
+``texts_total``, its interaction graph (``graph.out_neighbours``, time-varying model),
+:meth:`~CascadeEngine.cascade_ids` and :meth:`~CascadeEngine.ngram` (see :func:`ranked`) and
+:meth:`~CascadeEngine.settled`.
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import CommentEvent, PostEvent
@@ -313,25 +312,14 @@ def sample_subjects(subjects: dict[str, list[tuple]], cap: int) -> list[tuple]:
     return out
 
 
-def settled(cascades: CascadeEngine) -> bool:
-    """Whether the cascade engine took no text since its last analysis (which merged its
-    buffer): true at the tick of each analysis (every ``analysis_every`` of event time once
-    ``analysis_min_texts`` more texts came), and while no text comes. Reads its internal
-    ``_texts_at_analysis``, pending a public equivalent."""
-    return cascades.texts_total == cascades._texts_at_analysis
-
-
 def ranked(cascades: CascadeEngine, limit: int) -> Iterator[str]:
     """The ``limit`` largest cascades' n-grams, largest first, ties by n-gram, named as they
     are reached: a fit reads a handful (its row cap), so naming all of them
     (:meth:`CascadeEngine.sizes`, O(cascades) in Python: 1.2 s of a fit at 364k cascades) is
     not done. Cost: O(n-grams tracked) in NumPy (a partition, no sort of them all), plus the
     names of the cascades reached and of those tied with the last.
-
-    The one place that reads the cascade engine's internals (``_cascades()``: the cascades'
-    ids and sizes, ``_word(id)``: an id's n-gram), pending a public equivalent.
     """
-    ids, sizes = cascades._cascades()
+    ids, sizes = cascades.cascade_ids()
     if len(sizes) > limit:  # the limit largest, with every one tied with the last of them
         keep = sizes >= np.partition(sizes, len(sizes) - limit)[len(sizes) - limit]
         ids, sizes = ids[keep], sizes[keep]
@@ -340,7 +328,7 @@ def ranked(cascades: CascadeEngine, limit: int) -> Iterator[str]:
     cuts = [0, *(np.flatnonzero(np.diff(sizes)) + 1).tolist(), len(sizes)]
     taken = 0
     for lo, hi in zip(cuts, cuts[1:], strict=False):
-        level = sorted(cascades._word(g) for g in ids[lo:hi].tolist())
+        level = sorted(cascades.ngram(g) for g in ids[lo:hi].tolist())
         yield from level[:limit - taken]
         taken += hi - lo
         if taken >= limit:
@@ -380,8 +368,8 @@ class HazardEngine:
     def expire(self, now: float) -> None:
         """Fit at most once every ``every`` of event time, once the texts grew by
         ``min_growth`` since the last fit, at a tick where the cascade engine is settled
-        (:func:`settled`: analysed with no text since, so the fit's read does not force it
-        to merge its buffer early)."""
+        (:meth:`CascadeEngine.settled`: analysed with no text since, so the fit's read does not
+        force it to merge its buffer early)."""
         if self._own_cascades:
             self.cascades.expire(now)
         if self._every is None:
@@ -389,7 +377,7 @@ class HazardEngine:
         if self._due is None:
             self._due = now + self._every
         elif (now >= self._due and self.texts >= (1 + self.config.min_growth)
-              * self._texts_fitted and settled(self.cascades)):
+              * self._texts_fitted and self.cascades.settled()):
             self.fit(now)
             self._due = now + self._every
 
