@@ -45,10 +45,10 @@ except when the largest cascade alone is over it, then O(its adopters)); the pub
 O(rows log rows). Live, :meth:`HazardEngine.expire` fits at most every ``every`` of event time
 (6 h) and once the texts grew by ``min_growth`` (25 %), at the first tick at which the cascade
 engine is settled (:meth:`CascadeEngine.settled`: it analysed at that tick, or no text came
-since its last analysis; its analysis runs every ``analysis_every`` once ``analysis_min_texts`` (10k) more
-texts came, so a due fit waits at most that): the fit then reads the cascades' state without
-forcing an early merge of their buffer (which cost more than the fit itself). A replay fits at
-:meth:`HazardEngine.fit` (the pipeline's close). State: the last fit's figures (a few
+since its last analysis; its analysis runs every ``analysis_every`` once ``analysis_min_texts``
+(10k) more texts came, so a due fit waits at most that): the fit then reads the cascades' state
+without forcing an early merge of their buffer (which cost more than the fit itself). A replay
+fits at :meth:`HazardEngine.fit` (the pipeline's close). State: the last fit's figures (a few
 numbers); the table is dropped after each fit, so a pickle round-trip changes nothing.
 
 What this engine reads of the cascade engine: the public :meth:`~CascadeEngine.adopters`,
