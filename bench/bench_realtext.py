@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import inspect
 import json
+import os
 import pickle
 import resource
 import subprocess
@@ -46,9 +48,20 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench import realtext  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+# The code measured: this checkout's, or the tree that bench/bench_compare.py names (a base
+# revision's worktree); the stream generator is this checkout's either way (the same events).
+TREE_ENV = "MOLTSCOPE_BENCH_TREE"
+TREE = Path(os.environ.get(TREE_ENV) or ROOT).resolve()
+sys.path.insert(0, str(TREE))
+if TREE != ROOT:
+    _spec = importlib.util.spec_from_file_location("bench.realtext", ROOT / "bench" / "realtext.py")
+    assert _spec is not None and _spec.loader is not None
+    realtext = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = realtext  # its dataclasses look their module up
+    _spec.loader.exec_module(realtext)
+else:
+    from bench import realtext
 from streams.events import Event  # noqa: E402
 from streams.state.base import Item  # noqa: E402
 
@@ -325,12 +338,16 @@ CHILDREN = {"pipeline": child_pipeline, "shares": child_shares, "alone": child_a
 # ------------------------------------------------------------------ parent
 
 
-def run_child(part: str, text: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_child(part: str, text: str, args: argparse.Namespace,
+              tree: Path | None = None) -> dict[str, Any]:
+    """One measurement in a child process, its figures as the child printed them (JSON);
+    ``tree``: the checkout whose code it measures (default: this one)."""
     cmd = [sys.executable, __file__, "--child", part, "--text", text, "--events",
            str(args.events), "--seed", str(args.seed), "--scale", repr(args.scale),
            "--chunk", str(args.chunk), *(["--flat"] if args.flat else [])]
+    env = {**os.environ, TREE_ENV: str(tree or ROOT)}
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
