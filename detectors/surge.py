@@ -179,9 +179,10 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
                 host = "".join(tokens[j:i + 2])
                 if host not in _OWN_HOSTS:
                     out.add(f"url:{host}")
-    if len(raw) >= 32 and max(map(len, tokens)) >= 32:
-        out.update(f"contract:{w}" for w in tokens if len(w) >= 32 and _contract(w))
-    words = list(islice(filter(str.isalpha, text.words[:64]), 40))
+    words = text.words  # a contract is a word token (ASCII letters and digits)
+    if len(raw) >= 32 and max(map(len, words), default=0) >= 32:
+        out.update(f"contract:{w}" for w in words if len(w) >= 32 and _contract(w))
+    words = list(islice(filter(str.isalpha, words[:64]), 40))
     if len(words) >= min_template_words:
         digest = hashlib.blake2b(" ".join(words).encode(), digest_size=6).hexdigest()
         out.add(f"text:{digest}")
@@ -248,13 +249,13 @@ class _Post:
 class _Entity:
     name: str
     first_seen: float
-    last_seen: float = 0.0
-    buckets: deque[list[float]] = field(default_factory=deque)
-    posts: deque[_Post] = field(default_factory=deque)
+    last_seen: float
+    buckets: deque[list[float]]  # [bucket index, posts]
+    posts: deque[_Post]  # the latest max_posts_per_entity
     accounts: dict[str, float] = field(default_factory=dict)
     incident_agents: Counter[str] | None = None
     incident_first: dict[str, float] = field(default_factory=dict)  # agent -> first post time
-    evidence: EvidenceCache = field(default_factory=EvidenceCache)
+    evidence: EvidenceCache | None = None  # made when its incident opens
 
 
 class SurgeDetector:
@@ -271,64 +272,75 @@ class SurgeDetector:
         self._expired_at: float | None = None  # expired at this time, no text read since
 
     def update(self, item: Item) -> None:
-        event = item.event
-        if isinstance(event, AgentEvent):
-            if event.created_at is not None:
+        text = item.text
+        if text is None:  # (posts and comments always have a Text: Item.of)
+            event = item.event
+            if isinstance(event, AgentEvent) and event.created_at is not None:
                 self._agent_created[event.name] = event.created_at.timestamp()
                 self._agent_created.move_to_end(event.name)
                 if len(self._agent_created) > self.cfg.max_agents:
                     self._agent_created.popitem(last=False)
             return
-        if isinstance(event, PostEvent):
-            pid = thread = event.post_id
-        elif isinstance(event, CommentEvent):
-            pid, thread = f"{event.post_id}/{event.comment_id}", event.post_id
-        else:
-            return
         t = item.t
-        self._start = t if self._start is None else min(self._start, t)
-        if item.text is None or not item.text.tokens:
-            return
-        self._observe(t, item.author, pid, thread, item.text, event.text)
+        if self._start is None or t < self._start:
+            self._start = t
+        if text.tokens:
+            self._observe(t, item.author, item.event, text)
 
-    def _observe(self, t: float, author: str | None, post_id: str, thread: str, text: Text,
-                 raw: str) -> None:
-        names, sig = _entities(text, raw, self.cfg.min_template_words)
+    def _observe(self, t: float, author: str | None, event: PostEvent | CommentEvent,
+                 text: Text) -> None:
+        raw = event.text
+        cfg = self.cfg
+        names, sig = _entities(text, raw, cfg.min_template_words)
         if not names:
             return
         self._expired_at = None
         if author is None:
             self._anonymous += 1
-        created = self._agent_created.get(author) if author is not None else None
-        new = None if created is None else (t - created) <= self.cfg.new_account_age_s
+            new = None
+        else:
+            created = self._agent_created.get(author)
+            new = None if created is None else (t - created) <= cfg.new_account_age_s
+        if isinstance(event, PostEvent):
+            post_id = thread = event.post_id
+        else:
+            post_id, thread = f"{event.post_id}/{event.comment_id}", event.post_id
         post = _Post(t, author, post_id, thread, text.word_ids[:400], new,
-                     snippet(raw, self.cfg.evidence.stored_chars), sig)
-        idx = float(int(t // self.cfg.bucket_s))
+                     snippet(raw, cfg.evidence.stored_chars), sig)
+        idx = float(int(t // cfg.bucket_s))
+        entities, dirty = self._entities, self._dirty
         for name in names:
-            e = self._entities.get(name)
-            if e is None:
-                e = self._entities[name] = _Entity(name, t)
-                if len(self._entities) > self.cfg.max_entities:
-                    old, _ = self._entities.popitem(last=False)
+            e = entities.get(name)
+            if e is None:  # a new entity: its first bucket, post and account
+                e = entities[name] = _Entity(name, t, t, deque([[idx, 1.0]]),
+                                             deque([post], cfg.max_posts_per_entity))
+                if author is not None and cfg.max_accounts_per_entity > 0:
+                    e.accounts[author] = t
+                dirty.add(name)
+                if len(entities) > cfg.max_entities:
+                    old, _ = entities.popitem(last=False)
                     self._reported.discard(old)
-            else:
-                self._entities.move_to_end(name)
-            e.last_seen = max(e.last_seen, t)
-            if e.buckets and e.buckets[-1][0] == idx:
-                e.buckets[-1][1] += 1
+                continue
+            entities.move_to_end(name)
+            if t > e.last_seen:
+                e.last_seen = t
+            last = e.buckets[-1] if e.buckets else None
+            if last is not None and last[0] == idx:
+                last[1] += 1
             else:
                 e.buckets.append([idx, 1.0])
-            e.posts.append(post)
-            if len(e.posts) > self.cfg.max_posts_per_entity:
-                e.posts.popleft()
+            e.posts.append(post)  # (a bounded deque: the oldest post drops out)
             if author is not None:  # an unknown author adds volume, not an account
-                if author in e.accounts or len(e.accounts) < self.cfg.max_accounts_per_entity:
-                    e.accounts[author] = t
-                if e.incident_agents is not None and (author in e.incident_agents
-                                                      or len(e.incident_agents) < 1000):
-                    e.incident_agents[author] += 1
-                    e.incident_first[author] = min(e.incident_first.get(author, t), t)
-            self._dirty.add(name)
+                accounts = e.accounts
+                if author in accounts or len(accounts) < cfg.max_accounts_per_entity:
+                    accounts[author] = t
+                agents = e.incident_agents
+                if agents is not None and (author in agents or len(agents) < 1000):
+                    agents[author] += 1
+                    first = e.incident_first.get(author)
+                    if first is None or t < first:
+                        e.incident_first[author] = t
+            dirty.add(name)
 
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg
@@ -362,7 +374,7 @@ class SurgeDetector:
         reported = {e.name for e, _, _ in accepted}
         for name in self._reported - reported:
             if (e := self._entities.get(name)) is not None:
-                e.incident_agents, e.incident_first, e.evidence = None, {}, EvidenceCache()
+                e.incident_agents, e.incident_first, e.evidence = None, {}, None
         self._reported = reported
         return [self._finding(e, stats, now) for e, stats, _ in accepted]
 
@@ -472,6 +484,8 @@ class SurgeDetector:
                 (Sighting(p.t, p.author, p.post_id, p.text, p.word_ids) for p in posts),
                 first_acts=e.incident_first, acts=e.incident_agents, cfg=cfg.evidence)
 
+        if e.evidence is None:
+            e.evidence = EvidenceCache()
         shared = e.evidence.get(now, build, cfg.evidence.refresh_s)
         evidence = {**stats, "agents": agents, "incident_agent_count": len(e.incident_agents),
                     "post_ids": [p.post_id for p in recent], **shared}
