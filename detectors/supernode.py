@@ -64,9 +64,11 @@ Memory: ``history + graph_window_s / sample_interval_s + persist`` snapshots of 
 from __future__ import annotations
 
 import statistics
+from array import array
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import neg
 
 import numpy as np
 
@@ -137,15 +139,16 @@ class SupernodeDetector:
             maxlen=self.cfg.history + self._gap + self.cfg.persist)
         self._edges: deque[tuple[float, str, str, str]] = deque()
         # the window's graph, kept as edges enter and leave it: a slot per (source, target)
-        # pair in flat lists (weights 0 = free slot), a node index per agent with live edges
+        # pair in flat int64 arrays (weights 0 = free slot; NumPy reads them without a copy),
+        # a node index per agent with live edges
         self._slot: dict[tuple[str, str], int] = {}
-        self._src: list[int] = []
-        self._dst: list[int] = []
-        self._w: list[int] = []
+        self._src = array("q")
+        self._dst = array("q")
+        self._w = array("q")
         self._free_slots: list[int] = []
         self._node: dict[str, int] = {}
         self._names: list[str] = []
-        self._degree: list[int] = []  # live pairs touching each node
+        self._degree = array("q")  # live pairs touching each node
         self._free_nodes: list[int] = []
         self._p = np.zeros(0)  # the last snapshot's PageRank by node (a warm start)
         self._repliers: dict[str, Counter[str]] = {}  # target -> replier -> comments
@@ -179,8 +182,12 @@ class SupernodeDetector:
         if slot is None:
             slot = self._new_slot(source, target)
         self._w[slot] += 1
-        self._repliers.setdefault(target, Counter())[source] += 1
-        self._threads.setdefault(target, Counter())[thread] += 1
+        repliers = self._repliers.get(target)
+        if repliers is None:
+            repliers = self._repliers[target] = Counter()
+            self._threads[target] = Counter()
+        repliers[source] += 1
+        self._threads[target][thread] += 1
 
     def expire(self, now: float) -> None:
         """Edges leave the window in arrival order: each is undone once, O(1)."""
@@ -192,11 +199,18 @@ class SupernodeDetector:
             self._w[slot] -= 1
             if not self._w[slot]:
                 self._free_slot(s, t, slot)
-            for counter, key in ((self._repliers[t], s), (self._threads[t], thread)):
-                counter[key] -= 1
-                if counter[key] <= 0:
-                    del counter[key]
-            if not self._repliers[t]:
+            repliers, threads = self._repliers[t], self._threads[t]
+            n = repliers[s] - 1
+            if n > 0:
+                repliers[s] = n
+            else:
+                del repliers[s]
+            n = threads[thread] - 1
+            if n > 0:
+                threads[thread] = n
+            else:
+                del threads[thread]
+            if not repliers:
                 del self._repliers[t], self._threads[t]
 
     def _node_of(self, name: str) -> int:
@@ -245,14 +259,16 @@ class SupernodeDetector:
             self._first_t = now
         desc = np.sort(p)[::-1]
         k = largest_gap_cut(desc)
-        m = min(len(p), max(self.cfg.max_agents_tracked, k))
-        # the top m (and every agent tied with the m-th), ordered by rank then name
-        head = np.flatnonzero(p >= desc[m - 1]).tolist()
-        order = sorted(head, key=lambda i: (-p[i], names[i]))
-        top = [names[i] for i in order[: self.cfg.max_agents_tracked]]
-        shares = {names[i]: float(p[i]) / total for i in order[: self.cfg.max_agents_tracked]}
-        self._snaps.append(_Snap(now, len(p), shares, {a: i + 1 for i, a in enumerate(top)},
-                                 frozenset(names[i] for i in order[:k]),
+        tracked = self.cfg.max_agents_tracked
+        m = min(len(p), max(tracked, k))
+        # the top m (and every agent tied with the m-th), ordered by rank then name (names are
+        # distinct: the node index never decides)
+        head = np.flatnonzero(p >= desc[m - 1])
+        order = sorted(zip(map(neg, p[head].tolist()), [names[i] for i in head.tolist()],
+                           strict=True))
+        shares = {a: -v / total for v, a in order[:tracked]}
+        self._snaps.append(_Snap(now, len(p), shares, {a: i + 1 for i, a in enumerate(shares)},
+                                 frozenset(a for _, a in order[:k]),
                                  now - self._first_t >= self.cfg.graph_window_s))
 
     def findings(self, now: float) -> list[Finding]:
@@ -356,19 +372,24 @@ class SupernodeDetector:
     def _sample(self, now: float) -> None:
         if self._last_sample is not None and now - self._last_sample < self.cfg.sample_interval_s:
             return
-        w = np.array(self._w, np.float64)
+        w = np.frombuffer(self._w, np.int64)
         live = w > 0
         if not live.any():
             return
-        src, dst, w = np.array(self._src)[live], np.array(self._dst)[live], w[live]
+        src = np.frombuffer(self._src, np.int64)[live]
+        dst = np.frombuffer(self._dst, np.int64)[live]
+        w = w[live].astype(np.float64)
         # pagerank_exact's iteration on the window's edge arrays, over the agents with live
-        # edges, warm-started from the last snapshot (the window moved by one sample interval:
-        # a few iterations to the same fixed point)
-        nodes = np.unique(np.concatenate([src, dst]))
+        # edges (those with a live pair: degree > 0), numbered in index order, warm-started
+        # from the last snapshot (the window moved by one sample interval: a few iterations to
+        # the same fixed point)
+        nodes = np.flatnonzero(np.frombuffer(self._degree, np.int64))
+        number = np.zeros(len(self._names), np.int64)
+        number[nodes] = np.arange(len(nodes))
         prev = np.zeros(len(self._names))
         prev[: len(self._p)] = self._p[: len(prev)]
-        p = pagerank_arrays(np.searchsorted(nodes, src), np.searchsorted(nodes, dst), w,
-                            len(nodes), alpha=0.85, start=prev[nodes])
+        p = pagerank_arrays(number[src], number[dst], w, len(nodes), alpha=0.85,
+                            start=prev[nodes])
         self._p = np.zeros(len(self._names))
         self._p[nodes] = p
         self._observe_pagerank(now, _Names(self._names, nodes.tolist()), p)
