@@ -144,42 +144,53 @@ class ActivityState:
     def update(self, item: Item) -> None:
         event = item.event
         ts = int(item.t)
-        self.latest = ts if self.latest is None or ts > self.latest else self.latest
-        if isinstance(event, PostEvent | CommentEvent):
+        latest = self.latest
+        if latest is None or ts > latest:
+            self.latest = ts
+        kind = type(event)
+        if kind is CommentEvent or kind is PostEvent:
+            totals = self.totals
             author = item.author
             new = False
             if author is None:
-                self.totals["without_author"] += 1
+                totals["without_author"] += 1
             elif author not in self.first_seen:
                 new = True
                 self.first_seen[author] = ts
-                self.totals["agents"] += 1
-            is_post = isinstance(event, PostEvent)
-            self.totals["posts" if is_post else "comments"] += 1
-            submolt = event.submolt if isinstance(event, PostEvent) else None
-            if submolt and submolt not in self._submolts_seen:
-                self._submolts_seen.add(submolt)
-                self.totals["submolts"] += 1
-            for b in self._buckets(ts):
+                totals["agents"] += 1
+            is_post = kind is PostEvent
+            submolt = event.submolt if is_post else None
+            if is_post:
+                totals["posts"] += 1
+                if submolt and submolt not in self._submolts_seen:
+                    self._submolts_seen.add(submolt)
+                    totals["submolts"] += 1
+            else:
+                totals["comments"] += 1
+            lo, hi = self._cur_span
+            for b in (self._cur if lo <= ts < hi else self._buckets(ts)):
                 if is_post:
                     b.posts += 1
                 else:
                     b.comments += 1
-                if b.agents is None:
-                    self.totals["late"] += 1
+                agents = b.agents
+                if agents is None:
+                    totals["late"] += 1
                     continue
                 if author is not None:
-                    b.agents.add(author)
+                    agents.add(author)
                     if new:
                         b.new_agents.add(author)  # type: ignore[union-attr]
                 if submolt:
                     b.submolts.add(submolt)  # type: ignore[union-attr]
-        elif isinstance(event, VoteEvent):
+        elif kind is VoteEvent:
             self.totals["vote_changes"] += 1
-            for b in self._buckets(ts):
+            up, down = event.delta_up, event.delta_down
+            lo, hi = self._cur_span
+            for b in (self._cur if lo <= ts < hi else self._buckets(ts)):
                 b.vote_changes += 1
-                b.upvotes += event.delta_up
-                b.downvotes += event.delta_down
+                b.upvotes += up
+                b.downvotes += down
         # profiles (agents, submolts) carry no activity of their own: an agent is active
         # when it writes
 

@@ -201,16 +201,16 @@ class CooperationEngine:
         score = th.score()
         return score is not None and score > self.config.success_threshold
 
-    def _cooperation(self, th: _Thread) -> bool:
-        cfg = self.config
-        return (th.technical and (th.posted or not cfg.require_post)
-                and th.comments >= cfg.min_comments
-                and len(th.agents) >= cfg.min_agents
-                and th.last - th.first >= self._min_duration)
-
     def _contrib(self, th: _Thread) -> _Contrib:
-        coop = self._cooperation(th)
-        return int(th.first // 86400), int(coop), int(coop and self._successful(th))
+        # cooperation (the thresholds) and success, written out: this runs twice an event
+        cfg = self.config
+        if (th.technical and (th.posted or not cfg.require_post)
+                and th.comments >= cfg.min_comments and len(th.agents) >= cfg.min_agents
+                and th.last - th.first >= self._min_duration):
+            score = th.code_score if th.code_key is not None else th.last_score
+            return (int(th.first // 86400), 1,
+                    int(score is not None and score > cfg.success_threshold))
+        return int(th.first // 86400), 0, 0
 
     def _apply(self, c: _Contrib, sign: int) -> None:
         row = self._by_day.get(c[0])
@@ -222,43 +222,51 @@ class CooperationEngine:
 
     def update(self, item: Item) -> None:
         event = item.event
-        if not isinstance(event, PostEvent | CommentEvent):
+        kind = type(event)
+        if kind is not CommentEvent and kind is not PostEvent:
             return
         pid, t = event.post_id, item.t
         if pid in self._done:
             self.late_total += 1
             return
         th = self._live.get(pid)
-        if th is None and self._now is not None and t <= self._now - self._horizon:
-            self.late_total += 1  # its thread would be frozen already
-            return
         if th is None:
+            if self._now is not None and t <= self._now - self._horizon:
+                self.late_total += 1  # its thread would be frozen already
+                return
             th = self._live[pid] = _Thread(t, t)
             heapq.heappush(self._due, (t + self._horizon, pid))
             self.threads_total += 1
-            before = None
+            before: _Contrib | None = None
         else:
             before = self._contrib(th)
-        th.first, th.last = min(th.first, t), max(th.last, t)
+            if t < th.first:
+                th.first = t
+        if t > th.last:
+            th.last = t
         if item.author is not None:
             th.agents.add(item.author)
         low: str | None = None  # the text lower-cased, made once and only when read
-        if isinstance(event, PostEvent):
-            text = f"{event.title} {event.content}"
-            th.posted, th.title = True, event.title[:120]
-        else:
+        if kind is CommentEvent:
             text = event.content
             th.comments += 1
             key = (t, event.comment_id)
-            if "`" in text and (th.code_key is None or key > th.code_key):
+            code_key = th.code_key
+            if "`" in text and (code_key is None or key > code_key):
                 low = text.lower()
-                th.code_key, th.code_score = key, solution_score(text, low)
-            if th.last_key is None or key > th.last_key:
+                code_key = th.code_key = key
+                th.code_score = solution_score(text, low)
+            last_key = th.last_key
+            if last_key is None or key > last_key:
                 th.last_key = key
-                th.last_score = None
-                if th.code_key is None:  # scored only while it is the solution
-                    low = text.lower()
+                if code_key is None:  # scored only while it is the solution
+                    low = text.lower() if low is None else low
                     th.last_score = solution_score(text, low)
+                else:
+                    th.last_score = None
+        else:
+            text = f"{event.title} {event.content}"
+            th.posted, th.title = True, event.title[:120]
         if not th.technical:
             low = text.lower() if low is None else low
             th.technical = any(map(low.__contains__, self._keywords))

@@ -119,29 +119,39 @@ class CoverageState:
     def update(self, item: Item) -> None:
         ev = item.event
         t = item.t
-        if isinstance(ev, CommentEvent):  # the common case: one comment more for its post
+        kind = type(ev)
+        if kind is CommentEvent:  # the common case: one comment more for its post
             pid = ev.post_id
             post = self._posts.get(pid)
             if post is None:
                 post = self._posts[pid] = _Post(created=None, last=t)
                 heapq.heappush(self._ages, (t, pid))
-            if post.created is None:
+            if t > post.last:
+                post.last = t
+            created = post.created
+            if created is None:
                 post.seen += 1
                 self._orphans_live += 1
-                if t > post.last:
-                    post.last = t
             else:  # the change of the post's figures, written out (the hot path)
                 count, seen = post.count, post.seen
-                grown = int(seen >= count)  # expected = max(count, seen) grows with seen
-                deficit = count - seen - 1 if count > seen else 0
-                diff = (0, 0, 1, grown, grown - 1, int(deficit > 0) - int(count > seen))
                 post.seen = seen + 1
-                if t > post.last:
-                    post.last = t
-                self._redeficit(pid, count - seen if count > seen else 0, deficit)
-                for row in (self._day(int(post.created // DAY)), self._all, self._horizon):
-                    row[:] = map(add, row, diff)
-        elif isinstance(ev, PostEvent):
+                # seen +1; expected = max(count, seen) grows with seen once seen >= count,
+                # else the deficit shrinks by one (and the post may leave the deficit list)
+                if count > seen:
+                    self._redeficit(pid, count - seen, count - seen - 1)
+                    grown, lost = 0, -int(count - seen == 1)
+                else:
+                    grown, lost = 1, 0
+                day = int(created // DAY)
+                held = self._days.get(day)
+                if held is None:
+                    held = self._day(day)
+                for row in (held, self._all, self._horizon):
+                    row[2] += 1
+                    row[3] += grown
+                    row[4] += grown - 1
+                    row[5] += lost
+        elif kind is PostEvent:
             pid = ev.post_id
             post = self._posts.get(pid)
             observed = ev.observed_at.timestamp()

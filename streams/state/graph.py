@@ -131,7 +131,7 @@ class InteractionGraph:
     def update(self, item: Item) -> Interaction | None:
         """Take one item; returns the interaction it made (the reducer's fact)."""
         event = item.event
-        if not isinstance(event, CommentEvent):
+        if type(event) is not CommentEvent:
             return None
         src, dst = item.author, event.reply_to
         if src is None or dst is None or src == dst:
@@ -150,16 +150,22 @@ class InteractionGraph:
         slot = self._slot.get(pair)
         if slot is None:
             slot = self._slot[pair] = len(self._slot)
-            self._src.append(self._agent(src))
-            self._dst.append(self._agent(dst))
-            self._w.append(0.0)
+            index = self._index
+            for name in pair:
+                if name not in index:
+                    index[name] = len(self._names)
+                    self._names.append(name)
+            self._src.append(index[src])
+            self._dst.append(index[dst])
+            self._w.append(1.0)
             out = self._out.get(src)
             if out is None:
-                out = self._out[src] = {}
-            out[dst] = 1
+                self._out[src] = {dst: 1}
+            else:
+                out[dst] = 1
         else:
             self._out[src][dst] += 1
-        self._w[slot] += 1.0
+            self._w[slot] += 1.0
         d = int(ts // DAY)
         day = self.days.get(d)
         if day is None:
@@ -173,20 +179,16 @@ class InteractionGraph:
         else:
             day[pair] = had + 1
         self.day_interactions[d] += 1
-        if self._now is not None and ts <= self._now - self.window_width:
+        now = self._now
+        if now is not None and ts <= now - self.window_width:
             self.late_total += 1
             return
-        self.window[pair] = self.window.get(pair, 0) + 1
-        self._delta[pair] = self._delta.get(pair, 0) + 1
-        self._seq += 1
-        heapq.heappush(self._heap, (ts, self._seq, pair))
-
-    def _agent(self, name: str) -> int:
-        i = self._index.get(name)
-        if i is None:
-            i = self._index[name] = len(self._names)
-            self._names.append(name)
-        return i
+        window = self.window
+        window[pair] = window.get(pair, 0) + 1
+        delta = self._delta
+        delta[pair] = delta.get(pair, 0) + 1
+        self._seq = seq = self._seq + 1
+        heapq.heappush(self._heap, (ts, seq, pair))
 
     def expire(self, now: float) -> dict[int, Weights]:
         """Advance event time to ``now``: drop expired window edges; return evicted days."""

@@ -13,10 +13,11 @@ that 5.7 tol bound against the exact power iteration. It replaces the incrementa
 noisier estimate (L1 ~0.007).
 
 Cost: a refresh applies the window's net changes (a dict look-up a changed pair, the weights
-in one NumPy update) and iterates a product over the window's edge slots (one ``bincount``
-an iteration: no sparse matrix is built; about 15 ms for 460k distinct pairs, a peak day's
-window); the summaries sort the window's agents once in NumPy. Memory: 32 B a window edge
-slot (x2 slack) plus ~100 B an edge in the slot index; 8 B an agent plus its name entry.
+in one NumPy update) and iterates a product over the window's edge slots (one compiled pass
+over the slots an iteration, :func:`streams.state.pagerank_kernels.power_iterate`, whose
+floats are the NumPy iteration's; no sparse matrix is built); the summaries sort the
+window's agents once in NumPy. Memory: 32 B a window edge slot (x2 slack) plus ~100 B an
+edge in the slot index; 8 B an agent plus its name entry.
 
 Exact PageRank (:func:`pagerank_exact`, :func:`pagerank_arrays`) is THE power iteration of the
 project (day and cumulative graphs, roles, the super-node detector); :func:`largest_gap_cut`
@@ -42,10 +43,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
-import scipy.sparse as sp
 
 from streams.state.base import Item, Sample, Snapshot
 from streams.state.graph import Interaction, InteractionGraph, Pair, day_label
+from streams.state.pagerank_kernels import power_iterate
 
 TOP_KS = (1, 3, 5, 10)
 
@@ -77,20 +78,17 @@ def pagerank_arrays(src: np.ndarray, dst: np.ndarray, w: np.ndarray, n: int,
     converges in a few iterations instead of ~log(tol)/log(alpha))."""
     if n == 0:
         return np.zeros(0)
+    src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
     outw = np.bincount(src, weights=w, minlength=n)
-    m = sp.coo_matrix((w / outw[src], (dst, src)), shape=(n, n))  # P^T (COO: no sort)
-    dangling = outw == 0
+    dangling = np.flatnonzero(outw == 0)
     if start is None or len(start) != n or not start.sum() > 0:
         p = np.full(n, 1.0 / n)
     else:
         p = start / start.sum()
-    for _ in range(max_iter):
-        new = alpha * (m @ p) + (alpha * p[dangling].sum() + 1.0 - alpha) / n
-        done = np.abs(new - p).sum() < tol
-        p = new
-        if done:
-            break
-    return p
+    # the product of P^T (entries w / outw[src] at (dst, src)) summed in edge order, as the
+    # COO product did: the kernel's floats are the NumPy iteration's
+    return power_iterate(src, dst, w / outw[src], p, dangling, np.ones(n), alpha, n, tol,
+                         max_iter)[0]
 
 
 def top_mass(values_desc: Sequence[float], ks: Sequence[int] = TOP_KS) -> dict[int, float]:
@@ -154,8 +152,8 @@ class WindowPageRank:
 
     Nodes get recycled integer ids and each distinct edge a slot in three arrays (source,
     target, weight) updated in place: a batch costs O(changed edges). :meth:`vector` then runs
-    the PageRank operator ``p -> alpha (P^T p + dangling(p)/n) + (1 - alpha)/n`` (one sparse
-    product over the live slots an iteration), warm-started from the previous vector, until
+    the PageRank operator ``p -> alpha (P^T p + dangling(p)/n) + (1 - alpha)/n`` (one pass over
+    the live slots an iteration), warm-started from the previous vector, until
     the L1 change is below ``tol``: as the operator is an alpha-contraction in L1, the result
     is within ``alpha / (1 - alpha) * tol`` (5.7 tol, 5.7e-3 by default) of the exact
     PageRank, networkx's semantics. A window that moved a little since the last refresh
@@ -301,21 +299,15 @@ class WindowPageRank:
             es, ed, ew = self._es[:hi], self._ed[:hi], self._ew[:hi]
             outw = np.bincount(es, weights=ew, minlength=size)
             coef = np.divide(ew, outw[es], out=np.zeros_like(ew), where=ew > 0)
-            dangling = alive & (outw == 0)
+            dangling_at = np.flatnonzero(alive & (outw == 0))
             p = self._p[:size].copy()
             p[alive & (p == 0)] = 1.0 / n  # fresh nodes
             p /= p.sum()
-            dangling_at = np.flatnonzero(dangling)
-            teleport = alive.astype(np.float64)  # adds 0.0 to a dead node: the same sums
-            it = 0
-            for it in range(1, self.max_iter + 1):  # noqa: B007 (the count is reported)
-                # P^T p as a bincount over the slots: the COO product's own order of sums
-                new = self.alpha * np.bincount(ed, weights=coef * p[es], minlength=size)
-                new += (self.alpha * p[dangling_at].sum() + 1.0 - self.alpha) / n * teleport
-                change = np.abs(new - p).sum()
-                p = new
-                if change < self.tol:
-                    break
+            # a dead node's teleport is 0.0 (it adds 0.0: the same sums); P^T p summed over
+            # the slots in slot order, as np.bincount did
+            p, it = power_iterate(es, ed, coef, p,
+                                  dangling_at, alive.astype(np.float64), self.alpha, n,
+                                  self.tol, self.max_iter)
             self.iterations = it
             self._p[:size] = p
             self._dirty = False

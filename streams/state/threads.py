@@ -239,7 +239,8 @@ class ThreadsEngine:
 
     def update(self, item: Item) -> None:
         event = item.event
-        if isinstance(event, VoteEvent):
+        kind = type(event)
+        if kind is VoteEvent:
             th = self._live.get(event.post_id) if event.target == "post" else None
             if th is not None:
                 self._due_upvotes(th, item.t, event.upvotes)
@@ -248,32 +249,25 @@ class ThreadsEngine:
                     th.upvotes = event.upvotes
                     self._change(th, before)
             return
-        if not isinstance(event, PostEvent | CommentEvent):
+        if kind is not CommentEvent and kind is not PostEvent:
             return
         pid = event.post_id
         if pid in self._done:
-            if isinstance(event, CommentEvent):
+            if kind is CommentEvent:
                 self._late_comments += 1
             return
         th = self._live.get(pid)
         if th is None:
             th = self._live[pid] = _Thread()
         t = item.t
-        if th.created is not None and not isinstance(event, PostEvent):
-            self._comment(th, event, item.author, t)
-            return
-        before = self._contrib(th)
-        if isinstance(event, PostEvent):
-            th.author, th.upvotes = item.author, event.upvotes
-            if th.created is None:
-                th.created = t
-                heapq.heappush(self._horizon, (t + self._horizon_s, pid))
-                heapq.heappush(self._retire, (t + self._retention_s, pid))
-            self._due_upvotes(th, t, event.upvotes)
-        else:
-            if th.author is None and th.created is None and event.post_author:
+        if kind is CommentEvent:
+            if th.created is not None:
+                self._comment(th, event, item.author, t)
+                return
+            before = self._contrib(th)
+            if th.author is None and event.post_author:
                 th.author = event.post_author
-            if th.created is None and th.first_comment is None:  # post not seen (yet)
+            if th.first_comment is None:  # post not seen (yet)
                 heapq.heappush(self._retire, (t + self._retention_s, pid))
             th.comments += 1
             if event.depth > th.max_depth:
@@ -282,25 +276,43 @@ class ThreadsEngine:
                 th.repliers.add(item.author)
             if th.first_comment is None or t < th.first_comment:
                 th.first_comment = t
+        else:
+            before = self._contrib(th)
+            th.author, th.upvotes = item.author, event.upvotes
+            if th.created is None:
+                th.created = t
+                heapq.heappush(self._horizon, (t + self._horizon_s, pid))
+                heapq.heappush(self._retire, (t + self._retention_s, pid))
+            self._due_upvotes(th, t, event.upvotes)
         self._change(th, before)
 
     def _comment(self, th: _Thread, event: CommentEvent, author: str | None, t: float) -> None:
         """A comment on a known post (the common case): the thread stays in its bucket and
-        day rows, and only its counts move there (what ``_change`` would do, written out)."""
-        c0, reps, owner = th.comments, th.repliers, th.author
-        r0 = len(reps) - (owner in reps) if c0 else 0
-        d0 = th.max_depth if c0 else 0
-        th.comments = c0 + 1
-        if event.depth > th.max_depth:
+        day rows, and only its counts move there (what ``_change`` would do, written out):
+        the depth by how much the new comment deepens the thread (the maximum is 0 until
+        the first comment), the repliers by one for a new replier other than the author
+        (who does not change here)."""
+        commented = 0 if th.comments else 1
+        th.comments += 1
+        depth = event.depth - th.max_depth
+        if depth > 0:
             th.max_depth = event.depth
+        else:
+            depth = 0
+        repliers = 0
         if author is not None:
-            reps.add(author)
-        if th.first_comment is None or t < th.first_comment:
+            reps = th.repliers
+            if author not in reps:
+                reps.add(author)
+                repliers = int(author != th.author)
+        first = th.first_comment
+        if first is None or t < first:
             th.first_comment = t
-        commented, depth = int(not c0), th.max_depth - d0
-        repliers = len(reps) - (owner in reps) - r0
-        for row in (self._by_bucket[self._bucket(th.upvotes)],
-                    self._by_day[int(th.created // 86400)]):  # type: ignore[operator]
+        upvotes = th.upvotes
+        bounds = self.config.buckets
+        bucket = (self._labels[0] if upvotes < bounds[1 if len(bounds) > 1 else 0]
+                  else self._bucket(upvotes))
+        for row in (self._by_bucket[bucket], self._by_day[int(th.created // 86400)]):  # type: ignore[operator]
             row[1] += commented
             row[2] += depth
             row[3] += repliers
