@@ -15,27 +15,38 @@ in its own child process (a clean peak RSS):
   (``update`` then ``advance()`` each event: engines expire and detectors evaluate once per 10 s
   of event time); per-event cost over the first and the last window of ``--events / 10`` events
   (at least 100k at the default 1 M: "at 100k and at 1 M"); peak RSS; each engine's pickled state
-  (the checkpoint's bytes) and the memory extrapolated to a Moltbook peak day;
+  (the checkpoint's bytes) and the memory extrapolated to a Moltbook peak day. The memory
+  figure is the live state: after the run, the chunks freed, every object each engine and
+  detector references, each counted once (``sys.getsizeof`` over the object graph), and the
+  RSS then held (after a collection and ``malloc_trim``); the live state's growth is what
+  scales to the peak day;
 * ``shares``: the same pipeline with each engine and detector timed in place: its share of the
   pipeline's time (target: none over 25 %);
 * ``alone``: each engine and each detector on its own, driven through the Engine contract
   (``update(Item.of(event))``, ``expire(t)`` every 10 s of event time; detectors also
   ``findings(t)``), fed the same pre-built items; an engine that reads another's state (the
   graph of the influence engine, the verbatim filter's admission) gets it fed untimed. An engine
-  not yet on the contract is skipped with a note.
+  not yet on the contract is skipped with a note;
+* ``memory`` (not in the default parts: tracing doubles the run): the pipeline's run under
+  tracemalloc; what it left held by module and line of the code that allocated it, and each
+  engine's attributes in memory against pickled (where memory exceeds the checkpoint most).
 
     .venv/bin/python bench/bench_realtext.py --quick          # 100k events, a minute or two
     .venv/bin/python bench/bench_realtext.py                  # 1 M events
     .venv/bin/python bench/bench_realtext.py --quick --only real --parts pipeline
+    .venv/bin/python bench/bench_realtext.py --quick --only real --parts pipeline,memory
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import gc
 import importlib.util
 import inspect
 import json
+import linecache
 import os
 import pickle
 import resource
@@ -43,10 +54,14 @@ import subprocess
 import sys
 import time
 import traceback
+import tracemalloc
 from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
+from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 # The code measured: this checkout's, or the tree that bench/bench_compare.py names (a base
@@ -76,6 +91,80 @@ NEEDS = {"cascades": ("influence",), "roles": ("influence",)}
 
 def rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def held_rss() -> int:
+    """The resident set now, after a full collection and glibc's ``malloc_trim`` (the free
+    pages the allocator kept go back): what the process holds, not what it once peaked at."""
+    gc.collect()
+    with contextlib.suppress(OSError):  # not glibc: the allocator's free pages stay counted
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+# Code, not state: never walked into (an engine's class, a module, a bound method).
+_CODE = (type, ModuleType, FunctionType, BuiltinFunctionType, MethodType, CodeType)
+
+
+def deep_size(root: Any, seen: set[int]) -> int:
+    """Bytes of ``root`` and of everything it references that is not in ``seen`` (which it
+    extends): each object's ``sys.getsizeof`` once (an array's buffer with the array that owns
+    it, a view's owner followed), so an object two engines share counts with the first. Not
+    counted: the allocator's rounding and the collector's and instances' pre-headers (a few
+    words an object)."""
+    total, stack = 0, [root]
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, _CODE):
+            continue
+        seen.add(id(o))
+        total += sys.getsizeof(o)
+        if isinstance(o, dict):  # a dict of str keys does not show its keys to the collector
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, np.ndarray):  # not a GC container: its owner and objects by hand
+            if o.base is not None:
+                stack.append(o.base)
+            if o.dtype.hasobject:
+                stack.extend(o.ravel().tolist())
+        else:
+            # an instance's attribute values live beside it, in no dict until one is asked for:
+            # asking makes one (a dict header more, from now on) that counts them
+            stack.extend(gc.get_referents(o))
+            if (d := getattr(o, "__dict__", None)) is not None:
+                stack.append(d)
+    return total
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    """An object's attributes: its ``__dict__`` and its slots."""
+    out = dict(getattr(obj, "__dict__", {}))
+    for cls in type(obj).__mro__:
+        for k in getattr(cls, "__slots__", ()):
+            if k not in ("__dict__", "__weakref__") and hasattr(obj, k):
+                out[k] = getattr(obj, k)
+    return out
+
+
+def live_parts(p: Any) -> dict[str, dict[str, int]]:
+    """In-memory bytes of each engine and detector (:func:`named_parts`) by attribute, then the
+    detector suite's and the pipeline's own: what a part references, walked in the pipeline's
+    order, each object counted once (the interaction graph with the influence engine that
+    feeds it; hazard's cascade engine is the cascades'). Walking stops at the parts
+    themselves."""
+    parts = named_parts(p)
+    suite = getattr(p, "detectors", None)
+    seen = {id(p), id(suite), *map(id, parts.values())}
+    out: dict[str, dict[str, int]] = {}
+    own = {"detector suite (own)": suite, "pipeline (own)": p} if suite is not None else {
+        "pipeline (own)": p}
+    for name, obj in {**parts, **own}.items():
+        sizes = {"(object)": sys.getsizeof(obj) + sys.getsizeof(getattr(obj, "__dict__", {}))}
+        for attr, value in _fields(obj).items():
+            sizes[attr] = deep_size(value, seen)
+        out[name] = sizes
+    return out
 
 
 def chunks(text: str, n: int, seed: int, scale: float, size: int,
@@ -123,6 +212,7 @@ def child_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     else:
         realtext.simulator_corpus(args.seed)
     base_rss = rss_bytes()  # interpreter, imports, corpus and an empty pipeline
+    base_rss_held = held_rss()
     n, window = 0, max(1, args.events // 10)
     busy = 0.0
     marks: list[tuple[int, float, float]] = []  # (events, busy seconds, event time)
@@ -142,6 +232,10 @@ def child_pipeline(args: argparse.Namespace) -> dict[str, Any]:
         marks.append((n, busy, chunk[-1].event_time.timestamp()))
         del chunk
     alerts += p.close()
+    peak_rss = rss_bytes()  # before this bench pickles the state below
+    base_held, held = base_rss_held, held_rss()
+    live = {k: sum(v.values()) for k, v in live_parts(p).items()}
+    live_empty = {k: sum(v.values()) for k, v in live_parts(make_pipeline()).items()}
     a, b = marks[0], next(m for m in marks if m[0] >= window)
     c, d = next(m for m in reversed(marks) if m[0] <= n - window), marks[-1]
 
@@ -160,7 +254,9 @@ def child_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     return {"events": n, "seconds": busy, "rate": n / busy, "gen_seconds": gen[0],
             "first_us": first, "last_us": last, "window": window,
             "first_pace": first_pace, "last_pace": last_pace,
-            "peak_rss": rss_bytes(), "base_rss": base_rss, "states": states, "pickle": whole,
+            "peak_rss": peak_rss, "base_rss": base_rss, "states": states, "pickle": whole,
+            "peak_rss_pickled": rss_bytes(), "held_rss": held, "base_held_rss": base_held,
+            "live": live, "live_empty": live_empty,
             "latest": p.latest, "off_contract": off, "empty": empty,
             "alerts": alert_summary(alerts, args)}
 
@@ -332,7 +428,80 @@ def on_contract(engine: Any) -> bool:
     return bool(params) and "Item" in str(params[0].annotation)
 
 
-CHILDREN = {"pipeline": child_pipeline, "shares": child_shares, "alone": child_alone}
+TRACE_FRAMES = 12  # deep enough to reach the engine's line under numpy's Python wrappers
+
+
+def child_memory(args: argparse.Namespace) -> dict[str, Any]:
+    """Where the live state is: the pipeline's run (untimed) under tracemalloc, started once
+    the corpus and an empty pipeline are in, so what is traced at the end (the chunks freed,
+    after a collection) is what the run left held; each block by the innermost line of the
+    measured tree's code that allocated it (an engine's ``np.concatenate`` is the engine's
+    line). Then each part's attributes: in memory (:func:`live_parts`) against pickled alone
+    (the part's ``__getstate__`` value of that name: an object shared with another part is
+    pickled again)."""
+    p = make_pipeline()
+    drop_off_contract(p)
+    if args.text == "real":
+        realtext.load_corpus()
+    else:
+        realtext.simulator_corpus(args.seed)
+    gc.collect()
+    tracemalloc.start(TRACE_FRAMES)
+    n = 0
+    for chunk in chunks(args.text, args.events, args.seed, args.scale, args.chunk, [0.0],
+                        args.flat):
+        for e in chunk:
+            p.update(e)
+            p.advance()
+        n += len(chunk)
+        del chunk
+    p.close()
+    gc.collect()
+    current, peak = tracemalloc.get_traced_memory()
+    lines: dict[str, int] = {}
+    for stat in tracemalloc.take_snapshot().statistics("traceback"):
+        key = _allocated_at(stat.traceback)
+        lines[key] = lines.get(key, 0) + stat.size
+    tracemalloc.stop()
+    parts = named_parts(p)
+    boundary = {id(p), id(getattr(p, "detectors", None)), *map(id, parts.values())}
+    attrs: dict[str, dict[str, list[int | None]]] = {}
+    for name, sizes in live_parts(p).items():
+        obj = parts.get(name) or (p if name.startswith("pipeline") else p.detectors)
+        state = obj.__getstate__()
+        if isinstance(state, tuple):  # (__dict__, slots)
+            state = {**(state[0] or {}), **(state[1] or {})}
+        attrs[name] = {k: [v, _pickled(state[k], boundary) if isinstance(state, dict)
+                           and k in state else None] for k, v in sizes.items()}
+    return {"events": n, "traced": current, "traced_peak": peak, "lines": lines,
+            "attrs": attrs}
+
+
+def _allocated_at(tb: tracemalloc.Traceback) -> str:
+    """``path:line`` of the innermost frame in the measured tree's code (the stream generator
+    and the bench are "bench"); else the innermost frame's."""
+    for frame in reversed(tb):  # oldest first: the innermost is the last
+        path = Path(frame.filename)
+        if path.is_relative_to(ROOT / "bench"):
+            return "bench (stream generator, driver)"
+        if path.is_relative_to(TREE) and not path.is_relative_to(TREE / ".venv"):
+            return f"{path.relative_to(TREE)}:{frame.lineno}"
+    return f"{tb[-1].filename}:{tb[-1].lineno}" if len(tb) else "?"
+
+
+def _pickled(value: Any, boundary: set[int]) -> int | None:
+    """Pickled bytes of one attribute's checkpointed value; None for another part (a reference,
+    counted with that part) or what does not pickle alone."""
+    if id(value) in boundary:
+        return None
+    try:
+        return len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - a figure, not a failure
+        return None
+
+
+CHILDREN = {"pipeline": child_pipeline, "shares": child_shares, "alone": child_alone,
+            "memory": child_memory}
 
 
 # ------------------------------------------------------------------ parent
@@ -341,11 +510,11 @@ CHILDREN = {"pipeline": child_pipeline, "shares": child_shares, "alone": child_a
 def run_child(part: str, text: str, args: argparse.Namespace,
               tree: Path | None = None) -> dict[str, Any]:
     """One measurement in a child process, its figures as the child printed them (JSON);
-    ``tree``: the checkout whose code it measures (default: this one)."""
+    ``tree``: the checkout whose code it measures (default: this process's)."""
     cmd = [sys.executable, __file__, "--child", part, "--text", text, "--events",
            str(args.events), "--seed", str(args.seed), "--scale", repr(args.scale),
            "--chunk", str(args.chunk), *(["--flat"] if args.flat else [])]
-    env = {**os.environ, TREE_ENV: str(tree or ROOT)}
+    env = {**os.environ, TREE_ENV: str(tree or TREE)}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
@@ -386,6 +555,9 @@ def report(args: argparse.Namespace, res: dict[str, dict[str, dict[str, Any]]]) 
     row("generation (not timed above), events/s",
         lambda r: f"{r['events'] / r['gen_seconds']:,.0f}")
     row("peak RSS", lambda r: mb(r["peak_rss"]))
+    row("  then with the state pickled (a checkpoint)", lambda r: mb(r["peak_rss_pickled"]))
+    row("held RSS after the run (gc, malloc_trim)", lambda r: mb(r["held_rss"]))
+    row("live state (in memory, each object once)", lambda r: mb(sum(r["live"].values())))
     row("pickled pipeline state", lambda r: mb(r["pickle"]) if r["pickle"] else "unpicklable")
     for t in texts:
         if "error" in pipe[t]:
@@ -400,6 +572,11 @@ def report(args: argparse.Namespace, res: dict[str, dict[str, dict[str, Any]]]) 
     real = pipe.get("real") or {}
     if real and "error" not in real:
         memory(args, real)
+    traced = (res.get("real") or {}).get("memory") or {}
+    if traced and "error" not in traced:
+        where(traced)
+    elif "error" in traced:
+        print(f"  real: memory failed: {traced['error']}")
 
     print("\n== each engine and detector")
     heads = [f"{t} alone ev/s" for t in texts] + [f"{t} share" for t in texts]
@@ -449,6 +626,13 @@ def memory(args: argparse.Namespace, real: dict[str, Any]) -> None:
     state = real["pickle"] or sum(sizes.values())
     est_state = fixed + (state - fixed) * factor
     est_rss = real["base_rss"] + (real["peak_rss"] - real["base_rss"]) * factor
+    live, live_empty = real["live"], real["live_empty"]
+    grown = sum(live.values()) - sum(live_empty.values())
+    est_live = sum(live_empty.values()) + grown * factor
+    # what the process holds beside the state the run gathered (interpreter, libraries and
+    # their lazy imports, the corpus, allocator slack) taken as fixed; the gathered state scales
+    est_held = real["held_rss"] + grown * (factor - 1)
+    est_pickle = est_held + est_state  # while a checkpoint is written its bytes are held too
     print(f"\nMoltbook peak day ({PEAK_DAY['posts']:,} posts, {PEAK_DAY['comments']:,} "
           f"comments, {PEAK_DAY['agents']:,} active agents) = this stream's peak day x "
           f"{factor:.2f}:")
@@ -457,6 +641,15 @@ def memory(args: argparse.Namespace, real: dict[str, Any]) -> None:
     print(f"  RSS {mb(real['peak_rss'])} -> {mb(est_rss)} (baseline {mb(real['base_rss'])}: "
           f"interpreter, corpus, empty pipeline; the growth x {factor:.2f}, an upper bound: it "
           f"holds the event chunks too); fits 4 GB: {'yes' if est_rss < MEMORY_BUDGET else 'NO'}")
+    print(f"  live state {mb(sum(live.values()))} ({mb(sum(live_empty.values()))} in an empty "
+          f"pipeline) -> {mb(est_live)}: every object the engines and detectors reference, "
+          f"each once (sys.getsizeof; an array's buffer with its owner), after the run")
+    print(f"  held RSS {mb(real['held_rss'])} (after the run, the chunks freed, gc and "
+          f"malloc_trim; {mb(real['base_held_rss'])} before it) -> {mb(est_held)} (the live "
+          f"state's growth x {factor:.2f}, the rest as is); fits 4 GB: "
+          f"{'yes' if est_held < MEMORY_BUDGET else 'NO'}")
+    print(f"  and while a checkpoint is written (its pickle held beside the state): "
+          f"{mb(est_pickle)}; fits 4 GB: {'yes' if est_pickle < MEMORY_BUDGET else 'NO'}")
     ngram_projection()
     print("\nstate by engine (pickle, each with what it references: shared objects counted in "
           "each),\nreal text:                                   now    empty  at a peak day   "
@@ -468,6 +661,48 @@ def memory(args: argparse.Namespace, real: dict[str, Any]) -> None:
         e = min(empty.get(name, 0), size)
         print(f"  {name:<28}{mb(size):>12}{mb(e):>10}{mb(e + (size - e) * factor):>14}"
               f"{(size - e) / real['events']:>10.0f}")
+    print("\nlive state by engine (in memory, each object once: with the first part that "
+          "references it),\nreal text:                                   now    empty  at a peak "
+          "day   B/event  x pickle")
+    for name, size in sorted(live.items(), key=lambda kv: -kv[1]):
+        e = min(live_empty.get(name, 0), size)
+        pickled = real["states"].get(name)
+        ratio = f"{size / pickled:.1f}" if isinstance(pickled, int) and pickled else "-"
+        print(f"  {name:<28}{mb(size):>12}{mb(e):>10}{mb(e + (size - e) * factor):>14}"
+              f"{(size - e) / real['events']:>10.0f}{ratio:>10}")
+
+
+def where(mem: dict[str, Any], top: int = 20) -> None:
+    """Where the live state is: tracemalloc's held bytes by module and line, and the parts'
+    attributes in memory against pickled."""
+    print(f"\n== where the live state is (real text, {mem['events']:,} events; "
+          f"--parts memory)\ntraced after the run (allocated during it, still held): "
+          f"{mb(mem['traced'])}; traced peak {mb(mem['traced_peak'])}")
+    modules: dict[str, int] = {}
+    for key, size in mem["lines"].items():
+        mod = key.rsplit(":", 1)[0]
+        modules[mod] = modules.get(mod, 0) + size
+    print("by module (the innermost line of this tree's code that allocated it), "
+          "B/event, its largest lines:")
+    for mod, size in sorted(modules.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"  {mod:<44}{mb(size):>12}{size / mem['events']:>8.0f}")
+        lines = sorted(((k, v) for k, v in mem["lines"].items() if k.rsplit(":", 1)[0] == mod),
+                       key=lambda kv: -kv[1])
+        for key, size in lines[:3]:
+            if ":" not in key or size < max(0.05 * modules[mod], 2**16):
+                continue
+            path, line = key.rsplit(":", 1)
+            src = linecache.getline(str(TREE / path), int(line)).strip()
+            print(f"      {line:>5} {mb(size):>10}  {src[:70]}")
+    rows = [(f"{part}.{attr}", live, pickled) for part, attrs in mem["attrs"].items()
+            for attr, (live, pickled) in attrs.items()]
+    print("attributes by what memory holds beyond the checkpoint (pickled alone: a shared "
+          "object again),\n                                     in memory     pickled  "
+          "x pickle   B/event")
+    for name, live, pickled in sorted(rows, key=lambda r: -(r[1] - (r[2] or 0)))[:top]:
+        ratio = f"{live / pickled:.1f}" if pickled else "-"
+        print(f"  {name:<32}{mb(live):>12}{mb(pickled) if pickled else '-':>12}{ratio:>10}"
+              f"{live / mem['events']:>10.0f}")
 
 
 def ngram_projection() -> None:

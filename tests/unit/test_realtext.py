@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from streams.events import AgentEvent, CommentEvent, Event, PostEvent, VoteEvent, parse_event
@@ -184,3 +185,61 @@ def test_simulator_corpus_keeps_the_shapes() -> None:
     events = list(realtext.stream(2000, seed=1, scale=0.05, corpus=sim))
     texts = sim.text_set()
     assert all(e.text in texts for e in events if isinstance(e, PostEvent | CommentEvent))
+
+
+def test_deep_size_counts_each_object_once() -> None:
+    from bench.bench_realtext import deep_size
+
+    arr = np.zeros(1000, np.int64)
+    view = arr[10:20]
+    shared = ["x" * 100]
+    first = {"a": shared, "b": view}
+    seen: set[int] = set()
+    size = deep_size(first, seen)
+    expect = (sys.getsizeof(first) + sys.getsizeof("a") + sys.getsizeof("b")
+              + sys.getsizeof(shared) + sys.getsizeof(shared[0]) + sys.getsizeof(view)
+              + sys.getsizeof(arr))
+    assert size == expect and size > arr.nbytes  # the view brings its owner's buffer
+    assert deep_size([shared, arr], seen) == sys.getsizeof([shared, arr])  # both seen: once
+    objs = np.array([shared[0], "y" * 50], dtype=object)
+    assert deep_size(objs, set()) == sys.getsizeof(objs) + sum(map(sys.getsizeof, objs))
+
+    class Box:
+        def __init__(self) -> None:
+            self.s = "z" * 300  # held in the instance's values, not in a dict
+
+    box = Box()
+    assert deep_size(box, set()) >= sys.getsizeof(box) + sys.getsizeof(box.s) + 300
+
+
+def test_held_rss_follows_what_is_held() -> None:
+    from bench.bench_realtext import held_rss
+
+    before = held_rss()
+    block = np.ones(64 * 2**20 // 8)  # 64 MB, touched
+    during = held_rss()
+    del block
+    after = held_rss()
+    assert during - before > 60 * 2**20 and during - after > 60 * 2**20
+
+
+def test_compare_worktree_is_removed_on_error() -> None:
+    import subprocess
+
+    from bench.bench_compare import worktree
+
+    with pytest.raises(RuntimeError), worktree("HEAD") as path:
+        assert (path / "streams" / "pipeline.py").exists()
+        raise RuntimeError
+    listed = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True,
+                            text=True, check=True).stdout
+    assert not path.exists() and str(path) not in listed
+
+
+def test_compare_takes_the_median_of_each_figure() -> None:
+    from bench.bench_compare import median
+
+    runs = [{"rate": 3.0, "spent": {"a": 1.0, "b": 9.0}, "note": "x", "ok": True},
+            {"rate": 1.0, "spent": {"a": 5.0, "b": 2.0}, "note": "y", "ok": False},
+            {"rate": 2.0, "spent": {"a": 3.0}, "note": "z", "ok": False}]
+    assert median(runs) == {"rate": 2.0, "spent": {"a": 3.0, "b": 5.5}, "note": "x", "ok": True}
