@@ -17,29 +17,30 @@ exposure k = adopters with exposure k / agents with exposure k. Texts whose auth
 
 How (per text amortised O(words), no Python loop over words or history). Each text appends
 its word ids (:attr:`streams.text.Text.word_ids`), agent and time to a buffer; every
-``flush_every`` (n-gram, agent) pairs the whole buffer is merged in one vectorised pass: the
-n-gram ids by the rolling hash over the concatenated words (the values of
+``flush_every`` (n-gram, agent) pairs the whole buffer is merged at once by the compiled
+kernels of :mod:`streams.state.cascade_kernels` (one scalar loop each, no NumPy temporaries):
+the n-gram ids by the rolling hash over the concatenated words (the values of
 :meth:`streams.text.Text.word_ngram_ids`; windows across two texts left out), the stop-word rule
-by cumulative sums of a stop mask; one sort of the pairs by a 64-bit key (the n-gram id's top
-38 bits, the agent's 26-bit index: grouped by n-gram, then agent; two n-grams sharing 38 bits
-are told apart by their full id, exactly), first use = the earliest text of each pair (an
-adoption stores its text's index, 4 bytes; the texts' times and agents are one table), a
-search of each adoption store to keep the pairs never seen: the cascades' store holds one
-segment per cascade (numbered by id rank, a new cascade's segment inserted in place, so the
-pairs in key order are in segment order without a sort; never evicted), each adoption only its
-text (the agent is the text's), sorted by agent, searched by a vectorised binary search within
-the segments (a range leaves the working set once closed: log of its own size); the other
-n-grams' store is sorted by the pairs' key (``searchsorted``); one
-``searchsorted`` into the n-gram table (sorted by id) adds them to each n-gram's
-distinct-adopter count. A cascade's readable words are taken, when it crosses
-``min_adopters``, from a buffered text that adopted it (:func:`streams.text.ngram_text`), and
-its earlier adoptions move to the cascades' store (found by binary searches of its key range:
-no pass over the store). The cascades' store has two levels: a merge inserts into the recent
-one (O(recent)), which goes into the main one in one pass once it is an eighth of it (O(1) an
-adoption amortised), so a flush does not rewrite every adoption ever taken (the periodic
-analysis flushes every ~10k texts: with one level that rewrite grew with the history). The
-buffer grows to a quarter of the cascades' store (at most 16 x ``flush_every`` pairs) before a
-merge.
+by cumulative sums of a stop mask; one stable radix sort of the pairs by a 64-bit key (the
+n-gram id's top 38 bits, the agent's 26-bit index: grouped by n-gram, then agent; two n-grams
+sharing 38 bits are told apart by their full id, exactly), first use = the earliest text of
+each pair (an adoption stores its text's index, 4 bytes; the texts' times and agents are one
+table), a search of each adoption store to keep the pairs never seen: the cascades' store
+holds one segment per cascade (numbered by id rank, a new cascade's segment inserted in place,
+so the pairs in key order are in segment order without a sort; never evicted), each adoption
+only its text (the agent is the text's), sorted by agent, searched by a binary search within
+the segments; the other n-grams' store is sorted by (id prefix, agent, id), searched by a
+galloping search from the previous pair (the pairs come sorted: O(log gap)); one galloping
+search into the n-gram table (sorted by id) adds them to each n-gram's distinct-adopter
+count; insertions are one pass per column. A cascade's readable words are taken, when it
+crosses ``min_adopters``, from a buffered text that adopted it
+(:func:`streams.text.ngram_text`), and its earlier adoptions move to the cascades' store
+(found by searches of its key range, the rest of the store copied block by block). The
+cascades' store has two levels: a merge inserts into the recent one (O(recent)), which goes
+into the main one in one pass once it is an eighth of it (O(1) an adoption amortised), so a
+flush does not rewrite every adoption ever taken (the periodic analysis flushes every ~10k
+texts: with one level that rewrite grew with the history). The buffer grows to a quarter of
+the cascades' store (at most 16 x ``flush_every`` pairs) before a merge.
 
 Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, once the texts
 since the last analysis reach ``analysis_min_texts`` or the number the last one covered,
@@ -101,12 +102,22 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from streams.events import CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
+from streams.state.cascade_kernels import (
+    AGENT_BITS,
+    argsort_keys,
+    batch_ngrams,
+    distinct_pairs,
+    inserted,
+    segment_find,
+    sorted_search,
+    split_out,
+    store_find,
+)
 from streams.state.graph import InteractionGraph
 from streams.text import K, Text, ngram_text, token_ids
 
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS)
 STOP_IDS = np.unique(token_ids(sorted(STOP_WORDS)))
-AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption's key
 AGENT_MASK = np.uint64((1 << AGENT_BITS) - 1)
 PREFIX_MASK = ~AGENT_MASK
 BYTES_PER_NGRAM = 8 + 4 + 8  # id, adopters, last adoption
@@ -324,66 +335,35 @@ class _Store:
     def nbytes(self) -> int:
         return self.sg.nbytes + self.st.nbytes
 
-    def _range(self, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each id's prefix range of the store; a run of equal prefixes searched once (the
-        pairs come grouped by prefix: several agents of one n-gram)."""
-        prefix = gids & PREFIX_MASK
-        head = np.empty(len(prefix), bool)
-        head[:1] = True
-        np.not_equal(prefix[1:], prefix[:-1], out=head[1:])
-        run = np.cumsum(head) - 1
-        prefix = prefix[head]
-        return (np.searchsorted(self.sg, prefix)[run],
-                np.searchsorted(self.sg, prefix | ~PREFIX_MASK, side="right")[run])
-
     def find(self, ku: np.ndarray, gu: np.ndarray, text_agent: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray]:
         """(found mask, position when found else insertion point) of pairs (sorted keys, then
-        ids): the prefix's range, a vectorised binary search by agent within it."""
-        lo, end = self._range(gu)
-        if not len(self.sg):
-            return np.zeros(len(gu), bool), lo
-        agent = (ku & AGENT_MASK).astype(np.int64)
-        last = len(self.sg) - 1
-        lo = _agent_search(lo, end, agent, self.st, text_agent)
-        found = lo < end
-        p = np.minimum(lo, last)
-        same = found & (text_agent[self.st[p]] == agent)
-        found = same & (self.sg[p] == gu)
-        at = lo.copy()
-        sg, st = self.sg, self.st
-        for i in np.flatnonzero(same & ~found):  # same prefix and agent, another n-gram
-            j = int(lo[i])
-            while j < end[i] and text_agent[st[j]] == agent[i] and sg[j] < gu[i]:
-                j += 1
-            at[i] = j
-            found[i] = j < end[i] and text_agent[st[j]] == agent[i] and sg[j] == gu[i]
-        return found, at
+        ids): the leftmost entry not below each in (prefix, agent, id) order."""
+        return store_find(self.sg, self.st, text_agent, ku, gu, np.uint64(PREFIX_MASK))
 
     def add(self, g: np.ndarray, t: np.ndarray, pos: np.ndarray) -> None:
         """Insert pairs (in store order, none present) at their insertion points ``pos`` (as
         :meth:`find` gives them)."""
         if len(g):
-            at, old = _places(pos, len(self.sg))
-            self.sg = _placed(self.sg, g, at, old)
-            self.st = _placed(self.st, t, at, old)
+            self.sg = inserted(self.sg, g, pos)
+            self.st = inserted(self.st, t, pos)
 
     def keep(self, mask: np.ndarray) -> None:
         self.sg, self.st = self.sg[mask], self.st[mask]
 
-    def where(self, gids: np.ndarray) -> np.ndarray:
-        """Positions of the adoptions of the n-grams ``gids`` (O(their adoptions + log),
-        binary searches of their prefix ranges, no pass over the store)."""
-        lo, hi = self._range(np.unique(gids & PREFIX_MASK))  # a shared prefix, one range
-        counts = hi - lo
-        idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-        return idx[_member(self.sg[idx], gids)]
+    def take(self, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Take out the adoptions of the n-grams ``gids`` (sorted): their (ids, texts), in
+        store order. One pass over the store."""
+        self.sg, self.st, out_g, out_t = split_out(self.sg, self.st, gids,
+                                                   np.uint64(PREFIX_MASK))
+        return out_g, out_t
 
     def of(self, gid: np.uint64) -> np.ndarray:
         """First-use texts of one n-gram's adoptions (agent order)."""
-        lo, hi = self._range(np.array([gid], np.uint64))
-        mine = self.sg[lo[0]:hi[0]] == gid
-        return self.st[lo[0]:hi[0]][mine]
+        prefix = gid & PREFIX_MASK
+        lo = int(np.searchsorted(self.sg, prefix))
+        hi = int(np.searchsorted(self.sg, prefix | ~PREFIX_MASK, side="right"))
+        return self.st[lo:hi][self.sg[lo:hi] == gid]
 
 
 class _Cascades:
@@ -429,8 +409,8 @@ class _Cascades:
         cascade then agent: ``where`` is a found pair's place (below ``len(ev)``: in the main
         arrays, else ``len(ev)`` + its place in the recent ones), a new pair's insertion
         point in the recent arrays."""
-        fm, pm = _segment_search(self.ev, self.indptr, cno, agent, text_agent)
-        fd, pd = _segment_search(self.dev, self.dindptr, cno, agent, text_agent)
+        fm, pm = segment_find(self.ev, self.indptr, cno, agent, text_agent)
+        fd, pd = segment_find(self.dev, self.dindptr, cno, agent, text_agent)
         where = np.where(fm, pm, np.where(fd, len(self.ev) + pd, pd))
         return fm | fd, where, pm
 
@@ -451,15 +431,13 @@ class _Cascades:
         points (as :meth:`find` gives them) into the recent level; merge it into the main one
         once it is over an eighth of it."""
         if len(cno):
-            at, old = _places(pos, len(self.dev))
-            self.dev = _placed(self.dev, texts, at, old)
-            self.dmain = _placed(self.dmain, main_pos, at, old)
+            self.dev = inserted(self.dev, texts, pos)
+            self.dmain = inserted(self.dmain, main_pos, pos)
             self.dindptr[1:] += np.cumsum(np.bincount(cno, minlength=len(self.dindptr) - 1))
         if len(self.dev) > max(len(self.ev) // 8, MERGE_MIN):
             # the recent adoptions are in (cascade, agent) order, so their main insertion
             # points ascend: one pass places them
-            at, old = _places(self.dmain, len(self.ev))
-            self.ev = _placed(self.ev, self.dev, at, old)
+            self.ev = inserted(self.ev, self.dev, self.dmain)
             self.indptr += self.dindptr
             self.dev = np.empty(0, np.uint32)
             self.dmain = np.empty(0, np.int64)
@@ -469,42 +447,6 @@ class _Cascades:
         """Texts of first use of one cascade's adoptions."""
         return np.concatenate((self.ev[self.indptr[number]:self.indptr[number + 1]],
                                self.dev[self.dindptr[number]:self.dindptr[number + 1]]))
-
-
-def _segment_search(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.ndarray,
-                    text_agent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(found mask, position when found else insertion point) of (cascade, agent) pairs in a
-    level: a binary search in each one's segment, all pairs at once (log2 of the largest
-    segment vectorised steps)."""
-    lo, end = indptr[cno], indptr[cno + 1]
-    if not len(ev):
-        return np.zeros(len(cno), bool), lo
-    lo = _agent_search(lo, end, agent, ev, text_agent)
-    found = lo < end
-    found[found] = text_agent[ev[lo[found]]] == agent[found]
-    return found, lo
-
-
-def _agent_search(lo: np.ndarray, hi: np.ndarray, agent: np.ndarray, texts: np.ndarray,
-                  text_agent: np.ndarray) -> np.ndarray:
-    """Leftmost position in each range ``texts[lo:hi]`` (sorted by their texts' agents) whose
-    agent is not below ``agent``: binary searches vectorised over the ranges still open (a
-    closed one leaves the working set, so each costs the log of its own range, not of the
-    largest)."""
-    lo = lo.copy()
-    idx = np.flatnonzero(lo < hi)
-    a_lo, a_hi, a_ag = lo[idx], hi[idx], agent[idx]
-    while len(idx):
-        mid = (a_lo + a_hi) >> 1
-        less = text_agent[texts[mid]] < a_ag
-        a_lo = np.where(less, mid + 1, a_lo)
-        a_hi = np.where(less, a_hi, mid)
-        open_ = a_lo < a_hi
-        if not open_.all():
-            lo[idx] = a_lo
-            keep = np.flatnonzero(open_)
-            idx, a_lo, a_hi, a_ag = idx[keep], a_lo[keep], a_hi[keep], a_ag[keep]
-    return lo
 
 
 @dataclass(slots=True)
@@ -678,28 +620,11 @@ class CascadeEngine:
         self._bw, self._ba, self._bt, self._btext, self._buffered = [], [], [], [], 0
         # every text's n-grams at once: the rolling hash over the concatenated words, windows
         # that cross two texts left out, the stop-word rule by cumulative sums of a mask
-        tid = np.repeat(np.arange(len(lens)), lens)
-        pos = STOP_IDS.searchsorted(w)
-        np.minimum(pos, len(STOP_IDS) - 1, out=pos)
-        stops = np.zeros(len(w) + 1, np.int64)
-        np.cumsum(STOP_IDS[pos] == w, out=stops[1:])
         lo, hi = cfg.n_range
-        parts, starts = [], []
-        grams = w
-        for n in range(1, hi + 1):
-            if n > 1:
-                grams = grams[:-1] * K + w[n - 1:]
-            if n >= lo:
-                keep = ((tid[:len(grams)] == tid[n - 1:])
-                        & ((stops[n:] - stops[:-n]) <= cfg.max_stop_share * n))
-                at = np.flatnonzero(keep)
-                parts.append(grams[at])
-                starts.append(at)
-        g = np.concatenate(parts)
-        where = np.concatenate(starts)
-        text_of = tid[where]
+        g, where, text_of, part_ends = batch_ngrams(w, lens, STOP_IDS, lo, hi,
+                                                    cfg.max_stop_share, K)
         a = agents[text_of]
-        origin = (np.cumsum([len(p) for p in parts]), where, text_of,
+        origin = (part_ends, where, text_of,
                   np.concatenate(([0], np.cumsum(lens))), texts)
         # first uses refer to their text: the texts' times appended to the table, the
         # earliest text of a pair found by its rank in time order
@@ -708,23 +633,19 @@ class CascadeEngine:
         rank = np.empty(len(times), np.int64)
         rank[by_time] = np.arange(len(times))
         key = (g & PREFIX_MASK) | a
-        order = np.argsort(key)
-        ks, gs = key[order], g[order]
-        same_key = ks[1:] == ks[:-1]
-        if (same_key & (gs[1:] != gs[:-1])).any():  # two n-grams share a prefix and an agent
-            order = np.lexsort((g, key))
-            ks, gs = key[order], g[order]
-            same_key = ks[1:] == ks[:-1]
-        first = np.flatnonzero(np.r_[True, ~same_key | (gs[1:] != gs[:-1])])
-        ku, gu, src = ks[first], gs[first], order[first]
-        earliest = by_time[np.minimum.reduceat(rank[text_of[order]], first)]
+        order = argsort_keys(key)
+        ku, gu, src, best, ok = distinct_pairs(order, key, g, text_of, rank, True)
+        if not ok:  # two n-grams share a prefix and an agent: sort by key, then id
+            ku, gu, src, best, _ = distinct_pairs(np.lexsort((g, key)), key, g, text_of, rank,
+                                                  False)
+        earliest = by_time[best]
         tu = times[earliest]
         xu = (earliest + base).astype(np.uint32)
         # pairs of the cascades: by (cascade number, agent), exact; cascades are numbered in
         # id order, so the pairs in key order are in that order already unless two cascades
         # share an id prefix (then sorted)
         if len(self._cids):  # one search gives both membership and the cascade's number
-            at_c = np.minimum(np.searchsorted(self._cids, gu), len(self._cids) - 1)
+            at_c = np.minimum(sorted_search(self._cids, gu), len(self._cids) - 1)
             ci = np.flatnonzero(self._cids[at_c] == gu)
             cno = at_c[ci]
         else:
@@ -764,14 +685,9 @@ class CascadeEngine:
             adds[0] = (np.flatnonzero(old)[cno[nf]], *adds[0][1:])  # the others renumbered
             joining = new_s[~stay]
             gids, texts = [gu[joining]], [xu[joining]]
-            small = self._small
-            moving = small.where(crossed)
-            if len(moving):
-                gids.append(small.sg[moving])
-                texts.append(small.st[moving])
-                keep = np.ones(len(small), bool)
-                keep[moving] = False
-                small.keep(keep)
+            moved_g, moved_t = self._small.take(crossed)
+            gids.append(moved_g)
+            texts.append(moved_t)
             jt = np.concatenate(texts)
             jc = np.searchsorted(self._cids, np.concatenate(gids))
             # a new cascade's adoptions go where its (empty) segment is in both levels; all
@@ -821,7 +737,7 @@ class CascadeEngine:
         run = np.flatnonzero(np.r_[True, gn[1:] != gn[:-1]])
         rg, rc = gn[run], np.diff(np.r_[run, len(gn)])
         rt = np.maximum.reduceat(tn, run)
-        pos = np.searchsorted(self._keys, rg)
+        pos = sorted_search(self._keys, rg)
         hit = pos < len(self._keys)
         hit[hit] = self._keys[pos[hit]] == rg[hit]
         e = pos[hit]
@@ -840,10 +756,10 @@ class CascadeEngine:
         nc = np.bincount(inverse, weights=rc[~hit], minlength=len(ng)).astype(np.uint32)
         nt = np.full(len(ng), -np.inf)
         np.maximum.at(nt, inverse, rt[~hit])
-        at, old = _places(np.searchsorted(self._keys, ng), len(self._keys))
-        self._keys = _placed(self._keys, ng, at, old)
-        self._size = _placed(self._size, nc, at, old)
-        self._last = _placed(self._last, nt, at, old)
+        at = sorted_search(self._keys, ng)
+        self._keys = inserted(self._keys, ng, at)
+        self._size = inserted(self._size, nc, at)
+        self._last = inserted(self._last, nt, at)
         born = ng[nc >= m]
         crossed = np.concatenate((crossed, born))
         crossed = np.unique(crossed)

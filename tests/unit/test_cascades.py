@@ -15,6 +15,7 @@ import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from streams.events import CommentEvent, PostEvent
+from streams.state import cascade_kernels as kernels
 from streams.state import cascades
 from streams.state.base import Item
 from streams.state.cascades import (
@@ -303,3 +304,64 @@ def test_public_listing_names_every_cascade(engine) -> None:
     assert eng.settled()
     eng.update(next(it for it in stream if it.author is not None and it.text is not None))
     assert not eng.settled()
+
+
+def test_kernels_match_numpy() -> None:
+    """The merge's compiled kernels against their NumPy definitions, on random data with
+    repeats and out-of-order queries (the galloping searches restart)."""
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 50, 5_000):
+        arr = np.sort(rng.integers(0, 1_000, n).astype(np.uint64))
+        q = np.sort(rng.integers(0, 1_100, 300).astype(np.uint64))
+        q[100:120] = q[100:120][::-1]
+        assert np.array_equal(kernels.sorted_search(arr, q), np.searchsorted(arr, q))
+        pos = np.sort(rng.integers(0, n + 1, 40))
+        vals = rng.random(40)
+        col = rng.random(n)
+        assert np.array_equal(kernels.inserted(col, vals, pos), np.insert(col, pos, vals))
+        keys = rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)
+        keys[: n // 2] = keys[n // 2: 2 * (n // 2)]  # repeats: the order among them kept
+        assert np.array_equal(kernels.argsort_keys(keys), np.argsort(keys, kind="stable"))
+    # the other n-grams' store: (prefix, agent, id) order, prefixes of 4 bits
+    mask = np.uint64(0xF000_0000_0000_0000)
+    ids = rng.integers(0, 2**64, 60, dtype=np.uint64, endpoint=False)
+    text_agent = rng.integers(0, 9, 400).astype(np.uint32)
+    g = rng.choice(ids, 400)
+    t = np.arange(400, dtype=np.uint32)
+    order = np.lexsort((g, text_agent[t], g & mask))
+    g, t = g[order], t[order]
+    keep = np.r_[True, (g[1:] != g[:-1]) | (text_agent[t[1:]] != text_agent[t[:-1]])]
+    g, t = g[keep], t[keep]
+    qg = rng.choice(ids, 200)
+    qa = rng.integers(0, 10, 200).astype(np.uint64)
+    qo = np.lexsort((qg, qa, qg & mask))
+    qg, qa = qg[qo], qa[qo]
+    found, at = kernels.store_find(g, t, text_agent, (qg & mask) | qa, qg, mask)
+    rows = list(zip((g & mask).tolist(), text_agent[t].tolist(), g.tolist(), strict=True))
+    for i, (gg, a) in enumerate(zip(qg.tolist(), qa.tolist(), strict=True)):
+        want = (gg & int(mask), a, gg)
+        assert at[i] == sum(r < want for r in rows)
+        assert found[i] == (want in rows)
+    taken = np.unique(rng.choice(ids, 12))
+    rest_g, rest_t, out_g, out_t = kernels.split_out(g, t, taken, mask)
+    out = np.isin(g, taken)
+    assert out.any() and not out.all()
+    for got, want in ((rest_g, g[~out]), (rest_t, t[~out]), (out_g, g[out]), (out_t, t[out])):
+        assert np.array_equal(got, want)
+
+
+def test_batch_ngrams_are_each_texts_kept_ngrams() -> None:
+    texts = [Text.of(e.text) for e in thread_events()[:300] if e.text]
+    texts = [x for x in texts if len(x.words) >= 3]
+    lens = np.array([len(x.word_ids) for x in texts])
+    g, where, text_of, part_ends = kernels.batch_ngrams(
+        np.concatenate([x.word_ids for x in texts]), lens, cascades.STOP_IDS, 3, 5, 0.5,
+        cascades.K)
+    starts = where - np.r_[0, np.cumsum(lens)][text_of]
+    ns = 3 + np.searchsorted(part_ends, np.arange(len(g)), side="right")
+    for i, x in enumerate(texts):
+        mine = text_of == i
+        ids, n, s = kept_ngrams(x)
+        got = sorted(zip(ns[mine].tolist(), starts[mine].tolist(), g[mine].tolist(),
+                         strict=True))
+        assert got == sorted(zip(n.tolist(), s.tolist(), ids.tolist(), strict=True))

@@ -1,0 +1,292 @@
+"""Compiled kernels of the cascade engine's merge (:mod:`streams.state.cascades`): searches
+and insertions in its sorted adoption stores, one scalar loop each instead of NumPy passes
+that build a temporary per step (a vectorised binary search is one pass per level; a masked
+insertion writes every column through a mask).
+
+The queries of a merge come sorted (the pairs in key order), so the searches gallop from the
+previous answer (O(log gap), near the last read) and restart from the front when a query is
+below its predecessor (pairs of n-grams that share a key prefix): any order gives the exact
+leftmost positions of ``np.searchsorted``.
+
+>>> import numpy as np
+>>> sorted_search(np.array([1, 3, 3, 7], np.uint64), np.array([3, 0, 8], np.uint64)).tolist()
+[1, 0, 4]
+>>> inserted(np.array([1.0, 3.0]), np.array([0.0, 2.0, 4.0]), np.array([0, 1, 2])).tolist()
+[0.0, 1.0, 2.0, 3.0, 4.0]
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption's key
+
+
+@numba.njit(cache=True)
+def sorted_search(arr: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(arr, queries)`` (leftmost), galloping from the previous answer."""
+    n = len(arr)
+    out = np.empty(len(queries), np.int64)
+    lo = 0
+    for i in range(len(queries)):
+        q = queries[i]
+        if i and q < queries[i - 1]:
+            lo = 0
+        hi, step = lo, 1
+        while hi < n and arr[hi] < q:
+            lo = hi + 1
+            hi = lo + step
+            step *= 2
+        hi = min(hi, n)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if arr[mid] < q:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[i] = lo
+    return out
+
+
+@numba.njit(cache=True)
+def inserted(column: np.ndarray, values: np.ndarray, pos: np.ndarray,
+             ) -> np.ndarray:
+    """``np.insert(column, pos, values)`` for non-decreasing ``pos``: one pass."""
+    m = len(values)
+    out = np.empty(len(column) + m, column.dtype)
+    j = 0
+    for i in range(m):
+        p = pos[i]
+        out[j + i:p + i] = column[j:p]
+        out[p + i] = values[i]
+        j = p
+    out[j + m:] = column[j:]
+    return out
+
+
+@numba.njit(cache=True)
+def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.ndarray,
+                 text_agent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(found, position when found else insertion point) of (cascade, agent) pairs in one
+    level of the cascades' store: a binary search by agent in the cascade's segment
+    ``ev[indptr[c]:indptr[c + 1]]`` (texts, sorted by their agent ``text_agent``)."""
+    n = len(cno)
+    found = np.zeros(n, np.bool_)
+    pos = np.empty(n, np.int64)
+    for i in range(n):
+        c = cno[i]
+        lo, end = indptr[c], indptr[c + 1]
+        hi = end
+        a = agent[i]
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if text_agent[ev[mid]] < a:
+                lo = mid + 1
+            else:
+                hi = mid
+        pos[i] = lo
+        found[i] = lo < end and text_agent[ev[lo]] == a
+    return found, pos
+
+
+@numba.njit(cache=True)
+def store_find(sg: np.ndarray, st: np.ndarray, text_agent: np.ndarray, ku: np.ndarray,
+               gu: np.ndarray, prefix_mask: np.uint64,
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(found, position when found else insertion point) of pairs (key ``ku``: id prefix and
+    agent; id ``gu``) in the other n-grams' store, sorted by (id prefix, agent, id) with the
+    agent of entry j ``text_agent[st[j]]``: the leftmost entry not below the pair."""
+    n = len(sg)
+    agent_mask = np.uint64((1 << AGENT_BITS) - 1)
+    found = np.zeros(len(ku), np.bool_)
+    at = np.empty(len(ku), np.int64)
+    lo = 0
+    for i in range(len(ku)):
+        qp, qa, qg = ku[i] & prefix_mask, np.uint64(ku[i] & agent_mask), gu[i]
+        if i and (ku[i] < ku[i - 1] or (ku[i] == ku[i - 1] and qg < gu[i - 1])):
+            lo = 0
+        hi, step = lo, 1
+        while hi < n and _below(sg[hi], np.uint64(text_agent[st[hi]]), qp, qa, qg,
+                                prefix_mask):
+            lo = hi + 1
+            hi = lo + step
+            step *= 2
+        hi = min(hi, n)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if _below(sg[mid], np.uint64(text_agent[st[mid]]), qp, qa, qg, prefix_mask):
+                lo = mid + 1
+            else:
+                hi = mid
+        at[i] = lo
+        found[i] = lo < n and sg[lo] == qg and np.uint64(text_agent[st[lo]]) == qa
+    return found, at
+
+
+@numba.njit(cache=True, inline="always")
+def _below(g: np.uint64, a: np.uint64, qp: np.uint64, qa: np.uint64, qg: np.uint64,
+           prefix_mask: np.uint64) -> bool:
+    """Entry (id g, agent a) before the query (prefix qp, agent qa, id qg) in store order."""
+    p = g & prefix_mask
+    if p != qp:
+        return p < qp
+    if a != qa:
+        return a < qa
+    return g < qg
+
+
+@numba.njit(cache=True)
+def split_out(sg: np.ndarray, st: np.ndarray, gids: np.ndarray, prefix_mask: np.uint64,
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The other n-grams' store (sorted by id prefix first) split into the adoptions of the
+    n-grams ``gids`` (sorted ids) and the rest, both in store order: (rest ids, rest texts,
+    their ids, their texts). Their prefix ranges are found by galloping searches (O(their
+    adoptions + log)), the rest is copied block by block."""
+    n = len(sg)
+    hits = np.empty(n, np.int64)
+    moved = 0
+    lo = 0
+    for i in range(len(gids)):
+        p = gids[i] & prefix_mask
+        hi, step = lo, 1
+        while hi < n and (sg[hi] & prefix_mask) < p:
+            lo = hi + 1
+            hi = lo + step
+            step *= 2
+        hi = min(hi, n)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if (sg[mid] & prefix_mask) < p:
+                lo = mid + 1
+            else:
+                hi = mid
+        j = lo
+        while j < n and (sg[j] & prefix_mask) == p:
+            if sg[j] == gids[i]:
+                hits[moved] = j
+                moved += 1
+            j += 1
+    at = np.sort(hits[:moved])
+    keep_g, keep_t = np.empty(n - moved, sg.dtype), np.empty(n - moved, st.dtype)
+    out_g, out_t = sg[at], st[at]
+    start = 0
+    for k in range(moved + 1):
+        end = at[k] if k < moved else n
+        keep_g[start - k:end - k] = sg[start:end]
+        keep_t[start - k:end - k] = st[start:end]
+        start = end + 1
+    return keep_g, keep_t, out_g, out_t
+
+
+@numba.njit(cache=True)
+def argsort_keys(keys: np.ndarray) -> np.ndarray:
+    """A stable argsort of uint64 keys: least significant digit radix sort, 11 bits a pass,
+    a pass skipped when every key has the same digit there."""
+    n = len(keys)
+    bits, passes = 11, 6
+    mask = np.uint64((1 << bits) - 1)
+    counts = np.zeros((passes, (1 << bits) + 1), np.int64)
+    for i in range(n):
+        x = keys[i]
+        for p in range(passes):
+            counts[p, ((x >> np.uint64(p * bits)) & mask) + 1] += 1
+    idx = np.arange(n)
+    tmp = np.empty(n, np.int64)
+    key = keys.copy()
+    ktmp = np.empty(n, np.uint64)
+    for p in range(passes):
+        c = counts[p]
+        if c.max() == n:
+            continue
+        for d in range(1, len(c)):
+            c[d] += c[d - 1]
+        shift = np.uint64(p * bits)
+        for i in range(n):
+            d = (key[i] >> shift) & mask
+            at = c[d]
+            c[d] = at + 1
+            ktmp[at] = key[i]
+            tmp[at] = idx[i]
+        key, ktmp = ktmp, key
+        idx, tmp = tmp, idx
+    return idx
+
+
+@numba.njit(cache=True)
+def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int, hi: int,
+                 max_stop_share: float, k: np.uint64,
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The word n-grams (n in lo..hi, by n then position) of texts whose word ids ``w`` are
+    concatenated (``lens`` words each), windows across two texts left out, those with more
+    than ``max_stop_share`` stop words (ids in the sorted ``stop_ids``) dropped: (ids, start
+    word in ``w``, text, end of each n's part). An id is the rolling hash
+    ``(... (w0 * k + w1) * k ...) + w(n-1)`` mod 2^64, as
+    :meth:`streams.text.Text.word_ngram_ids` has it."""
+    n_w = len(w)
+    tid = np.empty(n_w, np.int64)
+    at = 0
+    for t in range(len(lens)):
+        tid[at:at + lens[t]] = t
+        at += lens[t]
+    stops = np.zeros(n_w + 1, np.int64)
+    last = len(stop_ids) - 1
+    for i in range(n_w):
+        a, b = 0, last
+        while a < b:
+            mid = (a + b) >> 1
+            if stop_ids[mid] < w[i]:
+                a = mid + 1
+            else:
+                b = mid
+        stops[i + 1] = stops[i] + (1 if stop_ids[a] == w[i] else 0)
+    grams = w.copy()
+    size = 0
+    for n in range(lo, hi + 1):
+        size += max(n_w - n + 1, 0)
+    g = np.empty(size, np.uint64)
+    where = np.empty(size, np.int64)
+    text_of = np.empty(size, np.int64)
+    part_ends = np.empty(hi - lo + 1, np.int64)
+    out = 0
+    for n in range(1, hi + 1):
+        if n > 1:
+            for i in range(n_w - n + 1):
+                grams[i] = grams[i] * k + w[i + n - 1]
+        if n < lo:
+            continue
+        for i in range(n_w - n + 1):
+            if tid[i] == tid[i + n - 1] and stops[i + n] - stops[i] <= max_stop_share * n:
+                g[out], where[out], text_of[out] = grams[i], i, tid[i]
+                out += 1
+        part_ends[n - lo] = out
+    return g[:out], where[:out], text_of[:out], part_ends
+
+
+@numba.njit(cache=True)
+def distinct_pairs(order: np.ndarray, key: np.ndarray, g: np.ndarray, text_of: np.ndarray,
+                   rank: np.ndarray, strict: bool,
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The distinct (key, id) pairs of n-gram uses in ``order`` (sorted by key; by key then id
+    unless ``strict``): (key, id, first use in ``order``, earliest rank of their texts'
+    ``rank``), and False when ``strict`` met two ids under one key (then nothing else: the
+    caller sorts by key then id)."""
+    n = len(order)
+    ku = np.empty(n, np.uint64)
+    gu = np.empty(n, np.uint64)
+    src = np.empty(n, np.int64)
+    best = np.empty(n, np.int64)
+    m = -1
+    for i in range(n):
+        j = order[i]
+        k, gg, r = key[j], g[j], rank[text_of[j]]
+        if m >= 0 and k == ku[m]:
+            if gg == gu[m]:
+                best[m] = min(best[m], r)
+                continue
+            if strict:
+                return ku[:0], gu[:0], src[:0], best[:0], False
+        m += 1
+        ku[m], gu[m], src[m], best[m] = k, gg, j, r
+    m += 1
+    return ku[:m], gu[:m], src[:m], best[:m], True
