@@ -145,13 +145,13 @@ class EngagementDetector:
             b.posts += 1
             b.post_ids.add(event.post_id)
             self._post_bucket[event.post_id] = int(t // self.cfg.bucket_s)
-            self._seen(item, event.post_id, b)
+            self._seen(item, b)
         elif isinstance(event, CommentEvent):
             b.comments += 1
             pb = self._post_bucket.get(event.post_id)
             if pb is not None and pb in self._buckets:
                 self._buckets[pb].replied.add(event.post_id)
-            self._seen(item, f"{event.post_id}/{event.comment_id}", b)
+            self._seen(item, b)
         elif isinstance(event, VoteEvent):
             b.votes += abs(event.delta_up) + abs(event.delta_down)
 
@@ -159,9 +159,12 @@ class EngagementDetector:
         idx = int(t // self.cfg.bucket_s)
         if self._closed_upto is not None and idx <= self._closed_upto:
             return None  # late for a judged bucket: dropped rather than rewriting history
-        return self._buckets.setdefault(idx, _Bucket())
+        b = self._buckets.get(idx)
+        if b is None:
+            b = self._buckets[idx] = _Bucket()
+        return b
 
-    def _seen(self, item: Item, item_id: str, b: _Bucket) -> None:
+    def _seen(self, item: Item, b: _Bucket) -> None:
         author, t = item.author, item.t
         if author is None:
             return
@@ -174,9 +177,11 @@ class EngagementDetector:
         if self._start is not None and t - self._start >= self.cfg.warmup_s:
             b.new_agents += 1
             if len(b.newcomers) < self.cfg.evidence_agents:
-                text = item.event.text if isinstance(item.event, PostEvent | CommentEvent) else ""
+                event = item.event
+                item_id = (event.post_id if isinstance(event, PostEvent)
+                           else f"{event.post_id}/{event.comment_id}")  # type: ignore[union-attr]
                 b.newcomers.append(Sighting(t, author, item_id,
-                                            snippet(text, self.cfg.evidence.stored_chars)))
+                                            snippet(event.text, self.cfg.evidence.stored_chars)))
 
     def expire(self, now: float) -> None:
         """Nothing to drop here: :meth:`findings` closes each bucket once judged, and the post

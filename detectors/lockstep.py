@@ -117,6 +117,21 @@ def _bump(counter: dict[Any, int], key: Any, by: int) -> None:
         del counter[key]
 
 
+def _add(table: dict[str, dict[str, int]], agent: str, target: str) -> None:
+    counts = table.get(agent)
+    if counts is None:
+        table[agent] = {target: 1}
+    else:
+        counts[target] = counts.get(target, 0) + 1
+
+
+def _drop(table: dict[str, dict[str, int]], agent: str, target: str) -> None:
+    counts = table[agent]
+    _bump(counts, target, -1)
+    if not counts:
+        del table[agent]
+
+
 class LockstepDetector:
     type = "lockstep"
 
@@ -141,42 +156,52 @@ class LockstepDetector:
         event = item.event
         if not isinstance(event, CommentEvent) or item.author is None:
             return
-        cfg, t, me = self.cfg, item.t, item.author
-        act = _Act(t, event.comment_id, me, event.post_id,
-                   snippet(event.content, cfg.text_chars), [])
-        held = self._by_target.setdefault(event.post_id, deque())
-        agents: set[str] = set()
-        made: set[Pair] = set()  # one co-action per other agent and direction
-        for other in reversed(held):  # the latest first
-            if len(agents) >= cfg.max_coactors or other.t < t - 2 * cfg.coact_s:
-                break  # a thread's acts arrive in event-time order, give or take coact_s
-            if other.agent == me or abs(other.t - t) > cfg.coact_s:
-                continue
-            first, second = (other, act) if (other.t, other.key) < (t, act.key) else (act, other)
-            pair = (first.agent, second.agent)
-            if pair not in made:
-                made.add(pair)
-                agents.add(other.agent)
-                self._pair(act, pair, event.post_id, +1)
+        cfg, t, me, target = self.cfg, item.t, item.author, event.post_id
+        key = event.comment_id
+        act = _Act(t, key, me, target, snippet(event.content, cfg.text_chars), [])
+        held = self._by_target.get(target)
+        if held is None:
+            held = self._by_target[target] = deque()
+        elif held[-1].t >= t - 2 * cfg.coact_s:  # (else no held act is recent enough)
+            agents: set[str] = set()
+            made: set[Pair] = set()  # one co-action per other agent and direction
+            for other in reversed(held):  # the latest first
+                if len(agents) >= cfg.max_coactors or other.t < t - 2 * cfg.coact_s:
+                    break  # a thread's acts arrive in event-time order, give or take coact_s
+                if other.agent == me or abs(other.t - t) > cfg.coact_s:
+                    continue
+                pair = ((other.agent, me) if other.t < t or (other.t == t and other.key < key)
+                        else (me, other.agent))
+                if pair not in made:
+                    made.add(pair)
+                    agents.add(other.agent)
+                    self._add_pair(act, pair, target)
         held.append(act)
         self._acts.append(act)
-        _bump(self._targets.setdefault(me, {}), event.post_id, +1)
+        _add(self._targets, me, target)
 
-    def _pair(self, act: _Act, pair: Pair, target: str, by: int) -> None:
-        if by > 0:
-            act.pairs.append(pair)
-            self.coactions_total += 1
-        targets = self._pairs.setdefault(pair, {})
-        _bump(targets, target, by)
-        if len(targets) >= self.cfg.min_targets:  # only these can lock: judged without a scan
-            self._candidates.add(pair)
+    def _add_pair(self, act: _Act, pair: Pair, target: str) -> None:
+        act.pairs.append(pair)
+        self.coactions_total += 1
+        targets = self._pairs.get(pair)
+        if targets is None:
+            targets = self._pairs[pair] = {target: 1}
         else:
+            targets[target] = targets.get(target, 0) + 1
+        if len(targets) >= self.cfg.min_targets:  # only these can lock: judged without a scan
+            self._candidates.add(pair)  # (a count never falls by an addition)
+        _add(self._led, pair[0], target)
+        _add(self._followed, pair[1], target)
+
+    def _drop_pair(self, pair: Pair, target: str) -> None:
+        targets = self._pairs[pair]
+        _bump(targets, target, -1)
+        if not targets:
+            del self._pairs[pair]
+        if len(targets) < self.cfg.min_targets:
             self._candidates.discard(pair)
-        _bump(self._led.setdefault(pair[0], {}), target, by)
-        _bump(self._followed.setdefault(pair[1], {}), target, by)
-        for table, key in ((self._pairs, pair), (self._led, pair[0]), (self._followed, pair[1])):
-            if not table[key]:
-                del table[key]  # type: ignore[arg-type]
+        _drop(self._led, pair[0], target)
+        _drop(self._followed, pair[1], target)
 
     def expire(self, now: float) -> None:
         """Acts leave the window in arrival order, each undoing what it made: O(1) each."""
@@ -185,15 +210,12 @@ class LockstepDetector:
         while acts and acts[0].t < cutoff:
             act = acts.popleft()
             for pair in act.pairs:
-                self._pair(act, pair, act.target, -1)
+                self._drop_pair(pair, act.target)
             held = self._by_target[act.target]
             held.remove(act)  # the oldest, or near it: acts arrive in event-time order
             if not held:
                 del self._by_target[act.target]
-            mine = self._targets[act.agent]
-            _bump(mine, act.target, -1)
-            if not mine:
-                del self._targets[act.agent]
+            _drop(self._targets, act.agent, act.target)
 
     # ------------------------------------------------------------------ judging
 
