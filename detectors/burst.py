@@ -18,12 +18,13 @@ adopters) are one incident, keyed by the earliest-born n-gram, which stays track
 ``max_age_s`` while it keeps gaining adopters (none for ``quiet_s`` ends it). The evidence
 carries the readable phrase (recovered from the text that made it a candidate).
 
-Cost: texts are buffered and handled in one vectorised NumPy pass once the buffer spans
-``flush_s`` (30 s) of event time or holds ``batch`` texts (findings therefore come at most
-``flush_s`` late; batching changes nothing else: the same result as one text at a time, tested).
-A pass sorts the batch's word n-gram ids, looks them up in one open-addressing hash table over
-NumPy arrays (n-gram id -> time last seen, record of the text that gave it birth, young flag) and
-writes them back; Python work only for the uses that may adopt a young n-gram or promote a single
+Cost: texts are buffered and handled in one compiled pass (:mod:`detectors.burst_kernels`)
+once the buffer spans ``flush_s`` (30 s) of event time or holds ``batch`` texts (findings
+therefore come at most ``flush_s`` late; batching changes nothing else: the same result as one
+text at a time, tested). A pass reads the batch's word n-gram ids in text order, looks each
+distinct one up once in an open-addressing hash table over one NumPy array of packed records
+(n-gram id -> time last seen, record of the text that gave it birth, young flag) and writes
+it back; Python work only for the uses that may adopt a young n-gram or promote a single
 (a verbatim repeat of a recent text by another agent promotes all its n-grams: the real-text
 benchmark, which resamples real texts whole, is the worst case). Old-ness is exact: an n-gram is
 old when last seen at most ``memory_s`` before; entries unseen for ``memory_s`` are dropped when
@@ -65,6 +66,7 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from detectors import burst_kernels as kernels
 from detectors.alert import Finding, Severity
 from detectors.evidence import (
     DEFAULT,
@@ -79,6 +81,7 @@ from streams.state.base import Item, Sample, Snapshot
 from streams.text import Text
 
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS)
+_TEXTS = (PostEvent, CommentEvent)  # the events with a text (a tuple: isinstance is faster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,18 +119,19 @@ class _Young:
     evidence: EvidenceCache | None = None  # made at its first finding
 
 
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-
-
 class _SeenTable:
     """Open-addressing hash table (linear probing) over NumPy arrays: n-gram id -> time last
     seen, record of the text that gave it birth (-1: none, or never a burst), young flag.
-    Lookups and inserts are vectorised over a batch of distinct ids; dead entries (unseen for
-    ``memory_s``) are dropped when the table is rebuilt, which happens when the load would pass
-    one half. Pickled, it keeps only its used slots (a checkpoint holds 25 bytes an n-gram):
-    which slot holds a key changes no outcome."""
+    The four are the fields of one packed 25-byte record a slot (``keys``, ``last``, ``rec``
+    and ``young`` are views of them): a look-up reads one place of a table far larger than the
+    cache, not four. Lookups and inserts are compiled (:mod:`detectors.burst_kernels`); dead
+    entries (unseen for ``memory_s``) are dropped when the table is rebuilt, which happens when
+    the load would pass one half. Pickled, it keeps only its used slots (a checkpoint holds 25
+    bytes an n-gram): which slot holds a key changes no outcome."""
 
     _FIELDS = ("keys", "last", "rec", "young")
+    _SLOT = np.dtype([("keys", np.uint64), ("last", np.float64), ("rec", np.int64),
+                      ("young", bool)])  # packed: fields unaligned, 25 bytes
 
     def __init__(self, bits: int = 12) -> None:
         self._alloc(bits)
@@ -135,11 +139,12 @@ class _SeenTable:
 
     def _alloc(self, bits: int) -> None:
         self.bits = bits
-        self.mask = np.uint64((1 << bits) - 1)
-        self.keys = np.zeros(1 << bits, np.uint64)  # 0: empty (id 0 is stored as 1)
-        self.last = np.zeros(1 << bits, np.float64)
-        self.rec = np.full(1 << bits, -1, np.int64)
-        self.young = np.zeros(1 << bits, bool)
+        self.slots = np.zeros(1 << bits, self._SLOT)
+        self.keys = self.slots["keys"]  # 0: empty (id 0 is stored as 1)
+        self.last = self.slots["last"]
+        self.rec = self.slots["rec"]
+        self.rec[:] = -1
+        self.young = self.slots["young"]
 
     def __getstate__(self) -> dict[str, object]:
         used = self.keys != 0
@@ -154,29 +159,13 @@ class _SeenTable:
 
     def _put(self, keys: np.ndarray, last: np.ndarray, rec: np.ndarray,
              young: np.ndarray) -> None:
-        s = self.insert(keys)
-        self.last[s] = last
-        self.rec[s] = rec
-        self.young[s] = young
-
-    def _slots(self, keys: np.ndarray) -> np.ndarray:
-        return ((keys * _MIX) >> np.uint64(64 - self.bits)).astype(np.int64)
+        kernels.put(self.keys, self.last, self.rec, self.young, self.bits, keys, last, rec,
+                    young)
+        self.count += len(keys)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
-        """Slot of each (distinct, non-zero) key, -1 when absent."""
-        out = np.full(len(keys), -1, np.int64)
-        slots = self._slots(keys)
-        pend = np.arange(len(keys))
-        mask = int(self.mask)
-        while len(pend):
-            s = slots[pend]
-            k = self.keys[s]
-            hit = k == keys[pend]
-            out[pend[hit]] = s[hit]
-            go = ~hit & (k != 0)
-            pend = pend[go]
-            slots[pend] = (s[go] + 1) & mask
-        return out
+        """Slot of each (non-zero) key, -1 when absent."""
+        return kernels.find(self.keys, keys, self.bits)
 
     def insert(self, keys: np.ndarray) -> np.ndarray:
         """Slots for distinct keys known to be absent (the caller keeps the load under 1/2)."""
@@ -184,27 +173,8 @@ class _SeenTable:
 
     def locate(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Slot of each distinct non-zero key, inserting the absent ones (the caller keeps the
-        load under 1/2), and which were absent: one probe sequence for both. Keys that race
-        for one free slot: one of them takes it (read back), the others probe on."""
-        out = np.empty(len(keys), np.int64)
-        absent = np.zeros(len(keys), bool)
-        slots = self._slots(keys)
-        pend = np.arange(len(keys))
-        mask = self.mask.item()
-        table = self.keys
-        while len(pend):
-            s = slots[pend]
-            want = keys[pend]
-            k = table[s]
-            free = k == 0
-            if free.any():
-                table[s[free]] = want[free]
-                k = table[s]
-                absent[pend[free & (k == want)]] = True
-            done = k == want
-            out[pend[done]] = s[done]
-            pend = pend[~done]
-            slots[pend] = (s[~done] + 1) & mask
+        load under 1/2), and which were absent."""
+        out, absent = kernels.locate(self.keys, keys, self.bits)
         self.count += int(absent.sum())
         return out, absent
 
@@ -215,19 +185,16 @@ class _SeenTable:
         be."""
         if 2 * (self.count + extra) <= len(self.keys) and not force:
             return
-        live = (self.keys != 0) & (self.last >= now - memory_s)
-        keys, last, rec, young = (self.keys[live], self.last[live], self.rec[live],
-                                  self.young[live])
-        if len(keys) > max_seen:  # the most recently seen (ties by key: layout-independent)
-            keep = np.lexsort((keys, last))[len(keys) - max_seen:]
-            keys, last, rec, young = keys[keep], last[keep], rec[keep], young[keep]
-        bits = max(12, int(4 * (len(keys) + extra)).bit_length())  # load < 1/4 after
+        kept = self.slots[(self.keys != 0) & (self.last >= now - memory_s)]
+        if len(kept) > max_seen:  # the most recently seen (ties by key: layout-independent)
+            kept = kept[np.lexsort((kept["keys"], kept["last"]))[len(kept) - max_seen:]]
+        bits = max(12, int(4 * (len(kept) + extra)).bit_length())  # load < 1/4 after
         self._alloc(bits)
         self.count = 0
-        self._put(keys, last, rec, young)
+        self._put(*(kept[f] for f in self._FIELDS))
 
     def nbytes(self) -> int:
-        return self.keys.nbytes + self.last.nbytes + self.rec.nbytes + self.young.nbytes
+        return self.slots.nbytes
 
 
 class _Text(NamedTuple):
@@ -278,7 +245,7 @@ class BurstDetector:
         self._dirty: set[int] = set()
 
     def update(self, item: Item) -> None:
-        if item.text is None or not isinstance(item.event, PostEvent | CommentEvent):
+        if item.text is None or not isinstance(item.event, _TEXTS):
             return
         cfg, t = self.cfg, item.t
         if self._start is None:
@@ -295,76 +262,38 @@ class BurstDetector:
             self._flush()
 
     def _flush(self) -> None:
-        """The buffered texts in one vectorised pass (module doc): the same result as one text at
+        """The buffered texts in one compiled pass (module doc): the same result as one text at
         a time, in order."""
         buf, self._buf = self._buf, []
         if not buf:
             return
         cfg, table = self.cfg, self._table
-        lens = np.fromiter((len(b.ids) for b in buf), np.int64, len(buf))
-        times = np.fromiter((b.t for b in buf), np.float64, len(buf))
-        warm = np.fromiter((b.warm for b in buf), bool, len(buf))
-        keys = np.concatenate([b.ids for b in buf]) if len(buf) > 1 else buf[0].ids.copy()
-        keys[keys == 0] = 1  # 0 marks an empty slot
-        tix = np.repeat(np.arange(len(buf)), lens)
-        pos = np.arange(len(keys)) - np.repeat(np.cumsum(lens) - lens, lens)
-        order = np.argsort(keys, kind="stable")  # by n-gram, then text order, then position
-        k, tx, ps = keys[order], tix[order], pos[order]
-        first = np.ones(len(k), bool)  # an n-gram's first position in each text
-        first[1:] = (k[1:] != k[:-1]) | (tx[1:] != tx[:-1])
-        k, tx, ps = k[first], tx[first], ps[first]
-        head = np.ones(len(k), bool)  # an n-gram's first text in the batch
-        head[1:] = k[1:] != k[:-1]
-        gstart = np.flatnonzero(head)
-        gid = np.cumsum(head) - 1
-        ukeys = k[gstart]
-        table.reserve(len(ukeys), float(times.min()), cfg.memory_s, cfg.max_seen)
-        slot, absent = table.locate(ukeys)
-        last = table.last[slot]
-        rec = table.rec[slot]
-        last[absent] = -np.inf
-        rec[absent] = -1
-        t_use = times[tx]
-        t1 = t_use[gstart]
-        old1 = t1 - last <= cfg.memory_s  # seen within memory_s before its first text here
-        w1 = warm[tx[gstart]]
-        born = ~old1 & ~w1
-        rec = np.where(old1, rec, -1)
-        if born.any():
-            births = np.unique(tx[gstart[born]])
-            numbers = np.full(len(buf), -1, np.int64)
-            numbers[births] = self._record_base + len(self._records) + np.arange(len(births))
-            for i in births.tolist():
-                self._add_record(buf[i])
-            rec[born] = numbers[tx[gstart[born]]]
-        table.last[slot] = np.maximum(last, np.maximum.reduceat(t_use, gstart))
-        table.rec[slot] = rec
-        # the uses: every later text of an n-gram here, and its first if it was old, outside the
-        # warm-up; those that may do something (adopt a young, promote a single) go to Python
-        use = ~warm[tx]
-        use[gstart[~old1]] = False
-        r = rec[gid]
-        use &= r >= 0
-        if not use.any():
+        n = len(buf)
+        lens = np.fromiter((len(b.ids) for b in buf), np.int64, n)
+        times = np.fromiter((b.t for b in buf), np.float64, n)
+        warm = np.fromiter((b.warm for b in buf), bool, n)
+        ids = np.concatenate([b.ids for b in buf]) if n > 1 else buf[0].ids
+        # the authors' record numbers (-2: none yet), and who is who within the batch (a
+        # record born here has no number yet)
+        number, batch = self._author_no, {}
+        authors = np.fromiter((-1 if b.author is None else number.get(b.author, -2)
+                               for b in buf), np.int64, n)
+        who = np.fromiter((-1 if b.author is None else batch.setdefault(b.author, len(batch))
+                           for b in buf), np.int64, n)
+        while True:
+            distinct, inserted, births, cg, ci, cp, cr, cs = kernels.flush(
+                ids, lens, times, warm, authors, who, table.keys, table.last, table.rec,
+                table.young, table.bits, table.count, cfg.memory_s,
+                self._record_base + len(self._records), self._rec_t, self._rec_a,
+                self._arr_base, cfg.max_age_s, bool(self._young))
+            if inserted >= 0:
+                break
+            table.reserve(distinct, float(times.min()), cfg.memory_s, cfg.max_seen)
+        table.count += inserted
+        for i in births.tolist():
+            self._add_record(buf[i])
+        if not len(cg):
             return
-        idx = r - self._arr_base
-        ok = use & (idx >= 0)
-        idx = np.where(ok, idx, 0)
-        authors = np.fromiter((-1 if b.author is None else self._author_no.get(b.author, -2)
-                               for b in buf), np.int64, len(buf))
-        a_use = authors[tx]
-        may = ok & (t_use - self._rec_t[idx] <= cfg.max_age_s) & (a_use != -1) \
-            & (a_use != self._rec_a[idx])
-        if self._young:
-            may |= use & table.young[slot[gid]]
-        if not may.any():
-            return
-        # every use of an n-gram from its first that may do something on (a promotion makes
-        # its later uses adoptions)
-        gmay = np.zeros(len(ukeys), bool)
-        gmay[gid[may]] = True
-        cand = np.flatnonzero(use & gmay[gid])
-        cand = cand[np.lexsort((ps[cand], tx[cand]))]
         dead: set[int] = set()
         sights: dict[int, Sighting] = {}  # one per text, shared by all its n-grams
 
@@ -374,8 +303,9 @@ class BurstDetector:
                 s = sights[i] = buf[i].sighting(cfg.evidence.stored_chars)
             return s
 
-        for g, i, p, rc, sl in zip(k[cand].tolist(), tx[cand].tolist(), ps[cand].tolist(),
-                                   r[cand].tolist(), slot[gid[cand]].tolist(), strict=True):
+        # the uses that may do something (adopt a young, promote a single), in text order
+        for g, i, p, rc, sl in zip(cg.tolist(), ci.tolist(), cp.tolist(), cr.tolist(),
+                                   cs.tolist(), strict=True):
             b = buf[i]
             y = self._young.get(g)
             if y is not None:
@@ -420,7 +350,7 @@ class BurstDetector:
         if b.author is None or first == b.author:
             return False
         words = b.text.words[p:p + self.cfg.n]
-        if sum(w in STOP_WORDS for w in words) * 2 > self.cfg.n:
+        if sum(map(STOP_WORDS.__contains__, words)) * 2 > self.cfg.n:
             return True  # over half stop-words: never a burst
         phrase = " ".join(words)
         adopters = {first: born} if first is not None else {}

@@ -195,3 +195,30 @@ def test_seen_table_pickles_its_used_slots_only() -> None:
     more = np.unique(rng.integers(1, 2**63, 500).astype(np.uint64))
     assert (copy.locate(more)[1] == table.locate(more)[1]).all()
     assert copy.count == table.count and (copy.find(more) >= 0).all()
+
+
+def test_seen_table_rebuild_keeps_the_live_and_the_most_recently_seen() -> None:
+    """A rebuild drops the entries unseen within ``memory_s`` and, over ``max_seen``, the least
+    recently seen (ties by key); the others keep their fields."""
+    import numpy as np
+
+    from detectors.burst import _SeenTable
+
+    table = _SeenTable(bits=12)
+    keys = np.arange(1, 801, dtype=np.uint64)
+    last = np.repeat(np.arange(8.0), 100)  # 100 keys last seen at each of 0, 1, ..., 7
+    slot = table.insert(keys)
+    table.last[slot] = last
+    table.rec[slot] = np.arange(800)
+    table.young[slot] = keys % 3 == 0
+    table.reserve(0, 10.0, 5.0, 250, force=True)
+    # dead: last seen before 10 - 5 (keys 1..500); of the 300 live, the 50 least recently
+    # seen go (last seen at 5, the smallest keys first: 501..550)
+    assert table.count == 250 and (table.find(keys[:550]) == -1).all()
+    at = table.find(keys[550:])
+    assert (at >= 0).all()
+    assert (table.last[at] == last[550:]).all() and (table.rec[at] == np.arange(550, 800)).all()
+    assert (table.young[at] == (keys[550:] % 3 == 0)).all()
+    assert 2 * (table.count + 10**6) > len(table.keys)  # and it grows for what is to come
+    table.reserve(10**6, 10.0, 5.0, 250)
+    assert 4 * (table.count + 10**6) < len(table.keys) and (table.find(keys[550:]) >= 0).all()

@@ -1,0 +1,237 @@
+"""Compiled kernels of the lexical-burst detector's flush (:mod:`detectors.burst`).
+
+A flush reads every word n-gram of the buffered texts (about a hundred a real text) against the
+seen table. In NumPy that was some thirty whole-array passes (a stable sort of the batch, the
+table's probe rounds, the masks); :func:`flush` is one call of three passes in text order:
+the batch's n-grams, each text's first use of each (a small hash map over the batch's distinct
+n-grams, cache-resident); each distinct n-gram looked up (or inserted) in the seen table once,
+old or born, its time last seen and record written back; of the uses, those of the n-grams
+that may adopt a young n-gram or promote a single, in text order (for the Python loop).
+
+The table is open addressing with linear probing: the slot of key ``k`` is
+``(k * MIX) >> (64 - bits)`` (64-bit wrap-around product), key 0 marks an empty slot.
+
+>>> import numpy as np
+>>> keys = np.zeros(16, np.uint64)
+>>> slots, absent = locate(keys, np.array([7, 9, 7 + 16], np.uint64), 4)
+>>> absent.tolist(), bool((find(keys, np.array([9, 5], np.uint64), 4) == [slots[1], -1]).all())
+([True, True, True], True)
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+@numba.njit(cache=True, inline="always")
+def _home(k: np.uint64, shift: np.uint64) -> int:
+    return np.int64((k * MIX) >> shift)
+
+
+@numba.njit(cache=True)
+def _slot(table: np.ndarray, k: np.uint64, bits: int) -> tuple[int, bool]:
+    """Slot of key ``k``, inserted when absent (the caller keeps the load under 1/2), and
+    whether it was absent."""
+    mask = (np.int64(1) << bits) - 1
+    s = _home(k, np.uint64(64 - bits))
+    while True:
+        got = table[s]
+        if got == k:
+            return s, False
+        if got == 0:
+            table[s] = k
+            return s, True
+        s = (s + 1) & mask
+
+
+@numba.njit(cache=True)
+def locate(table: np.ndarray, keys: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Slot of each distinct non-zero key, inserting the absent ones, and which were absent."""
+    out = np.empty(len(keys), np.int64)
+    absent = np.zeros(len(keys), np.bool_)
+    for j in range(len(keys)):
+        out[j], absent[j] = _slot(table, keys[j], bits)
+    return out, absent
+
+
+@numba.njit(cache=True)
+def find(table: np.ndarray, keys: np.ndarray, bits: int) -> np.ndarray:
+    """Slot of each non-zero key, -1 when absent."""
+    mask = (np.int64(1) << bits) - 1
+    shift = np.uint64(64 - bits)
+    out = np.full(len(keys), -1, np.int64)
+    for j in range(len(keys)):
+        k = keys[j]
+        s = _home(k, shift)
+        while True:
+            got = table[s]
+            if got == k:
+                out[j] = s
+                break
+            if got == 0:
+                break
+            s = (s + 1) & mask
+    return out
+
+
+@numba.njit(cache=True)
+def put(keys: np.ndarray, last: np.ndarray, rec: np.ndarray, young: np.ndarray, bits: int,
+        src_keys: np.ndarray, src_last: np.ndarray, src_rec: np.ndarray,
+        src_young: np.ndarray) -> None:
+    """Insert the distinct keys ``src_keys``, absent from the table, with their fields."""
+    for j in range(len(src_keys)):
+        s, _ = _slot(keys, src_keys[j], bits)
+        last[s] = src_last[j]
+        rec[s] = src_rec[j]
+        young[s] = src_young[j]
+
+
+@numba.njit(cache=True)
+def flush(ids: np.ndarray, lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
+          authors: np.ndarray, who: np.ndarray, keys: np.ndarray, last: np.ndarray,
+          rec: np.ndarray, young: np.ndarray, bits: int, count: int, memory_s: float,
+          next_record: int, rec_t: np.ndarray, rec_a: np.ndarray, arr_base: int,
+          max_age_s: float, any_young: bool) -> tuple[int, int, np.ndarray, np.ndarray,
+                                                      np.ndarray, np.ndarray, np.ndarray,
+                                                      np.ndarray]:
+    """One batch against the seen table (``keys``, ``last``, ``rec``, ``young``: 2 ** ``bits``
+    slots, ``count`` used), as one text at a time in order would.
+
+    The batch: text after text, ``lens`` n-gram ids each (id 0 read as 1, 0 marking an empty
+    slot), each text's time, warm-up flag, author number (``authors``: that of the records,
+    -2 for an author without one, -1 for none) and author within the batch (``who``: equal
+    for one author, -1 for none). Only each text's first use of an n-gram counts.
+
+    An n-gram is old when its first text here comes at most ``memory_s`` after it was last
+    seen; else it is born with the record of that text (the texts that give births get the
+    record numbers ``next_record`` on, in order), or gets no record (-1) in the warm-up. Its
+    time last seen becomes the latest of its texts', its record is written back. A use is every
+    text of an n-gram with a record outside the warm-up, but the first text of one that was not
+    old; a use may do something when it is of a young n-gram (``any_young``) or comes within
+    ``max_age_s`` of its record (time ``rec_t``, author ``rec_a`` from record number
+    ``arr_base`` on, or a text of this batch) by a known author other than the record's.
+
+    Returns (distinct n-grams of the batch, keys inserted, texts that gave births, and every
+    use of the n-grams with a use that may do something, in text order: key, text, position,
+    record, slot). When the distinct n-grams would take the load over 1/2, nothing is done
+    (inserted -1): the caller makes room and calls again."""
+    n = len(ids)
+    lbits = 4
+    while (1 << lbits) < 2 * n:
+        lbits += 1
+    lmask = (np.int64(1) << lbits) - 1
+    lshift = np.uint64(64 - lbits)
+    local = np.zeros(1 << lbits, np.uint64)
+    local_grp = np.empty(1 << lbits, np.int64)
+    occ_text = np.empty(n, np.int64)
+    occ_pos = np.empty(n, np.int64)
+    occ_grp = np.empty(n, np.int64)
+    grp_key = np.empty(n, np.uint64)
+    grp_first = np.empty(n, np.int64)  # its first use (in the batch)
+    grp_tmax = np.empty(n, np.float64)
+    grp_text = np.empty(n, np.int64)  # the last text that used it (one use a text)
+    n_occ = n_grp = 0
+    at = 0
+    for i in range(len(lens)):
+        t = times[i]
+        for p in range(lens[i]):
+            k = ids[at + p]
+            if k == 0:
+                k = np.uint64(1)
+            s = _home(k, lshift)
+            while True:
+                got = local[s]
+                if got == k:
+                    g = local_grp[s]
+                    break
+                if got == 0:
+                    local[s] = k
+                    g = local_grp[s] = n_grp
+                    grp_key[g] = k
+                    grp_first[g] = n_occ
+                    grp_tmax[g] = t
+                    grp_text[g] = -1
+                    n_grp += 1
+                    break
+                s = (s + 1) & lmask
+            if grp_text[g] == i:
+                continue
+            grp_text[g] = i
+            grp_tmax[g] = max(grp_tmax[g], t)
+            occ_text[n_occ] = i
+            occ_pos[n_occ] = p
+            occ_grp[n_occ] = g
+            n_occ += 1
+        at += lens[i]
+    none = np.empty(0, np.int64)
+    if 2 * (count + n_grp) > (1 << bits):
+        return n_grp, -1, none, np.empty(0, np.uint64), none, none, none, none
+
+    grp_slot = np.empty(n_grp, np.int64)
+    grp_rec = np.empty(n_grp, np.int64)
+    grp_young = np.empty(n_grp, np.bool_)
+    fresh = np.zeros(n_grp, np.bool_)  # not old: its first use is no use
+    born = np.zeros(len(times), np.bool_)
+    inserted = 0
+    for g in range(n_grp):
+        s, absent = _slot(keys, grp_key[g], bits)
+        grp_slot[g] = s
+        grp_young[g] = young[s]
+        i = occ_text[grp_first[g]]
+        if absent:
+            inserted += 1
+            old = False
+            before = -np.inf
+        else:
+            before = last[s]
+            old = times[i] - before <= memory_s
+        last[s] = max(before, grp_tmax[g])
+        if old:
+            grp_rec[g] = rec[s]
+        else:
+            fresh[g] = True
+            grp_rec[g] = -1
+            if not warm[i]:
+                born[i] = True
+    births = np.flatnonzero(born)
+    number = np.full(len(times), -1, np.int64)
+    for j in range(len(births)):
+        number[births[j]] = next_record + j
+    for g in range(n_grp):
+        if fresh[g]:
+            grp_rec[g] = number[occ_text[grp_first[g]]]
+        rec[grp_slot[g]] = grp_rec[g]
+
+    may = np.zeros(n_grp, np.bool_)
+    use = np.zeros(n_occ, np.bool_)
+    for o in range(n_occ):
+        g = occ_grp[o]
+        i = occ_text[o]
+        r = grp_rec[g]
+        if r < 0 or warm[i] or (fresh[g] and grp_first[g] == o):
+            continue
+        use[o] = True
+        if may[g]:
+            continue
+        if r >= next_record:  # born in this batch
+            b = births[r - next_record]
+            fresh_rec = times[i] - times[b] <= max_age_s
+            other = who[i] != -1 and who[i] != who[b]
+        else:
+            idx = r - arr_base
+            fresh_rec = idx >= 0 and times[i] - rec_t[idx] <= max_age_s
+            other = fresh_rec and authors[i] != -1 and authors[i] != rec_a[idx]
+        may[g] = (fresh_rec and other) or (any_young and grp_young[g])
+    n_cand = 0
+    for o in range(n_occ):
+        if use[o] and may[occ_grp[o]]:
+            occ_text[n_cand] = occ_text[o]  # in place: n_cand <= o
+            occ_pos[n_cand] = occ_pos[o]
+            occ_grp[n_cand] = occ_grp[o]
+            n_cand += 1
+    g_c = occ_grp[:n_cand]
+    return (n_grp, inserted, births, grp_key[g_c], occ_text[:n_cand], occ_pos[:n_cand],
+            grp_rec[g_c], grp_slot[g_c])
