@@ -290,3 +290,66 @@ def distinct_pairs(order: np.ndarray, key: np.ndarray, g: np.ndarray, text_of: n
         ku[m], gu[m], src[m], best[m] = k, gg, j, r
     m += 1
     return ku[:m], gu[:m], src[:m], best[:m], True
+
+
+@numba.njit(cache=True)
+def exposures(gi: np.ndarray, times: np.ndarray, indptr: np.ndarray, dst: np.ndarray,
+              tail_src: np.ndarray, tail_dst: np.ndarray, t: np.ndarray, k: np.ndarray,
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Exposures to one cascade: k(a) = edges j -> a with j an adopter before a (a
+    non-adopter: ever), read from the adopters' out-edges only (a CSR ``indptr``/``dst`` of
+    the edges indexed by source, and the newer ones ``tail_src``/``tail_dst`` sorted by
+    source). ``gi``: the adopters' graph nodes (-1: not in the graph), adopted at ``times``.
+    ``t`` (inf) and ``k`` (0) are graph-sized work arrays, left as found. Returns each
+    adopter's exposure (0 outside the graph) and the exposures >= 1 of the non-adopters."""
+    n = len(gi)
+    for i in range(n):
+        if gi[i] >= 0:
+            t[gi[i]] = times[i]
+    touched = np.empty(len(t), np.int64)
+    m = 0
+    indexed = len(indptr) - 1
+    for i in range(n):
+        s = gi[i]
+        if s < 0:
+            continue
+        ts = t[s]
+        if s < indexed:
+            for e in range(indptr[s], indptr[s + 1]):
+                d = dst[e]
+                if ts < t[d]:
+                    if k[d] == 0:
+                        touched[m] = d
+                        m += 1
+                    k[d] += 1
+        a, b = 0, len(tail_src)
+        while a < b:
+            mid = (a + b) >> 1
+            if tail_src[mid] < s:
+                a = mid + 1
+            else:
+                b = mid
+        while a < len(tail_src) and tail_src[a] == s:
+            d = tail_dst[a]
+            if ts < t[d]:
+                if k[d] == 0:
+                    touched[m] = d
+                    m += 1
+                k[d] += 1
+            a += 1
+    k_ad = np.zeros(n, np.int64)
+    for i in range(n):
+        if gi[i] >= 0:
+            k_ad[i] = k[gi[i]]
+    others = np.empty(m, np.int64)
+    o = 0
+    for j in range(m):
+        d = touched[j]
+        if t[d] == np.inf:
+            others[o] = k[d]
+            o += 1
+        k[d] = 0
+    for i in range(n):
+        if gi[i] >= 0:
+            t[gi[i]] = np.inf
+    return k_ad, others[:o]

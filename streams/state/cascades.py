@@ -107,6 +107,7 @@ from streams.state.cascade_kernels import (
     argsort_keys,
     batch_ngrams,
     distinct_pairs,
+    exposures,
     inserted,
     segment_find,
     sorted_search,
@@ -462,15 +463,13 @@ class _Exposure:
 
 class _Scratch:
     """Graph-sized work arrays of the exposure computation (never pickled: made per analysis),
-    left as found after each cascade: adoption time by node (inf), hits by node (0) and a
-    node's last hit (any)."""
+    left as found after each cascade: adoption time by node (inf) and hits by node (0)."""
 
-    __slots__ = ("t", "k", "last")
+    __slots__ = ("t", "k")
 
     def __init__(self, nodes: int) -> None:
         self.t = np.full(nodes, np.inf)
         self.k = np.zeros(nodes, np.int64)
-        self.last = np.zeros(nodes, np.int64)
 
 
 class _EdgeIndex:
@@ -499,29 +498,6 @@ class _EdgeIndex:
         order = np.argsort(src[self.m:m], kind="stable")
         self.tail_src = src[self.m:m][order].astype(np.int64)
         self.tail_dst = dst[self.m:m][order].astype(np.int64)
-
-    def out_edges(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(src, dst) of the out-edges of ``nodes`` (sorted), indexed and in the tail."""
-        inside = nodes[nodes < len(self.indptr) - 1]
-        lo, hi = self.indptr[inside], self.indptr[inside + 1]
-        src, dst = _expand(inside, lo, hi, self.dst)
-        if len(self.tail_src):
-            lo = np.searchsorted(self.tail_src, nodes)
-            hi = np.searchsorted(self.tail_src, nodes, side="right")
-            t_src, t_dst = _expand(nodes, lo, hi, self.tail_dst)
-            src, dst = np.concatenate((src, t_src)), np.concatenate((dst, t_dst))
-        return src, dst
-
-
-def _expand(nodes: np.ndarray, lo: np.ndarray, hi: np.ndarray, dst: np.ndarray,
-            ) -> tuple[np.ndarray, np.ndarray]:
-    """(src, dst) of the edges at positions lo[i]:hi[i] of ``dst`` for each node i."""
-    counts = hi - lo
-    total = int(counts.sum())
-    if not total:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    starts = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-    return np.repeat(nodes, counts), dst[starts + np.arange(total)]
 
 
 class CascadeEngine:
@@ -917,25 +893,10 @@ class CascadeEngine:
         graph index (-1: not in the graph) and exposure (0 outside), and the exposures >= 1
         of the non-adopters."""
         gi = self._gmap[agents]
-        inside = gi >= 0
-        ga = gi[inside]  # adopters in the graph (distinct)
-        k_ad = np.zeros(len(agents), np.int64)
-        src, dst = self._edges.out_edges(ga)
-        if not len(src):
-            return gi, k_ad, np.zeros(0, np.int64)
-        t, k, last = scratch.t, scratch.k, scratch.last
-        t[ga] = times[inside]  # adoption time by node; inf for the others
-        hit = dst[t[src] < t[dst]]
-        n = np.arange(len(hit))
-        last[hit] = n  # each node hit once: where its last hit is
-        nodes_hit = hit[last[hit] == n]
-        is_ad = t[nodes_hit] < np.inf
-        t[ga] = np.inf
-        np.add.at(k, hit, 1)
-        counts = k[nodes_hit]
-        k_ad[inside] = k[ga]
-        k[nodes_hit] = 0
-        return gi, k_ad, counts[~is_ad]
+        e = self._edges
+        k_ad, others = exposures(gi, times, e.indptr, e.dst, e.tail_src, e.tail_dst,
+                                 scratch.t, scratch.k)
+        return gi, k_ad, others
 
     def analyse(self, full: bool = False) -> None:
         """Power-law fit of the sizes (when they changed) and the exposure analysis (changed
