@@ -3,16 +3,19 @@
 The published rule (metrics.md A1; Molt Dynamics B): URLs removed, lower case, word tokens.
 Choice (the papers name nltk, whose ``word_tokenize`` needs punkt data that cannot be
 downloaded): nltk's ``wordpunct_tokenize`` pattern ``\\w+|[^\\w\\s]+``, i.e. runs of word
-characters and runs of punctuation, applied by one compiled regular expression. The n-gram
-turnover (A1) uses every token, punctuation included, as nltk emits them; the cascades (B) and
-the detectors use only the *word* tokens (the runs of word characters, which is exactly Molt
-Dynamics' ``\\b\\w+\\b``), so a phrase is the same phrase whatever punctuation surrounds it.
+characters and runs of punctuation (``\\w`` and ``\\s`` exactly as the regular expression
+engine has them; the scan itself is compiled, :mod:`streams.textscan`, one pass over the text's
+UTF-8 bytes that also finds each token in the token cache). The n-gram turnover (A1) uses
+every token, punctuation included, as nltk emits them; the cascades (B) and the detectors use
+only the *word* tokens (the runs of word characters, which is exactly Molt Dynamics'
+``\\b\\w+\\b``), so a phrase is the same phrase whatever punctuation surrounds it.
 
-Tokens are mapped to 64-bit ids (the first 8 bytes of blake2b, cached per distinct token) and
-n-grams of ids to 64-bit ids by a polynomial rolling hash, vectorised over a whole text:
-engines keep ids, never strings (expected colliding pairs ~N^2 / 2^65 for N distinct n-grams:
-3e-6 at N = 10^7). :func:`ngram_text` turns the ids of a text back into the n-gram's words when
-an engine must show one to a person.
+Tokens are mapped to 64-bit ids (the first 8 bytes of blake2b, cached per distinct token; the
+token strings are the cache's own, shared by every text) and n-grams of ids to 64-bit ids by a
+polynomial rolling hash, computed over a whole text at once: engines keep ids, never strings
+(expected colliding pairs ~N^2 / 2^65 for N distinct n-grams: 3e-6 at N = 10^7).
+:func:`ngram_text` turns the ids of a text back into the n-gram's words when an engine must
+show one to a person.
 
 >>> t = Text.of("Mint $CLAW now! https://x.io/a The CLAW is here.")
 >>> t.tokens
@@ -35,21 +38,108 @@ from itertools import compress
 
 import numpy as np
 
+from streams import textscan
+
 URL_RE = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
-TOKEN_RE = re.compile(r"\w+|[^\w\s]+")
-K = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier of the rolling hash
+# the classes of the pattern \w+|[^\w\s]+, by the regular expression engine's own \w and \s
+_WORD_RE = re.compile(r"\w")
+_SPACE_RE = re.compile(r"\s")
+K = textscan.K  # odd multiplier of the rolling hash
 MAX_N = 5  # n-gram lengths computed together (:meth:`Text.ngram_ids`); longer ones chained
-_CACHE_MAX = 1_000_000  # distinct tokens remembered (~150 B each); cleared when full
-# The token cache: a token's row, and by row its id (stored signed, so that arrays are built
-# without Python's big-int path) and whether it is a word token. One dict look-up a token gives
-# both (rows are only ever used right after they are looked up: a clear cannot stale them).
-_rows: dict[str, int] = {}
-_tid = np.zeros(1 << 12, np.int64)
-_isword = np.zeros(1 << 12, bool)
-# the weights of the rolling hash by offset in the window, for the lengths 2..MAX_N (rows)
-_WEIGHTS = np.array([[pow(int(K), n - 1 - j, 1 << 64) if j < n else 0 for j in range(MAX_N)]
-                     for n in range(2, MAX_N + 1)], np.uint64)
-_MATMUL_MAX = 320  # up to this many tokens (both sequences) one product beats the chain
+_CACHE_MAX = 1_000_000  # distinct tokens remembered (~100 B each); cleared when full
+
+
+
+def _classify(chars: str) -> None:
+    """Enter the class of each code point of ``chars`` (space, word, punctuation) in the scan's
+    table, as the regular expression engine finds them."""
+    for found, kind in ((chars, textscan.PUNCT), ("".join(_WORD_RE.findall(chars)), textscan.WORD),
+                        ("".join(_SPACE_RE.findall(chars)), textscan.SPACE)):
+        _cls[np.frombuffer(found.encode("utf-32-le", "surrogatepass"), np.uint32)] = kind
+
+
+_cls = np.full(0x110000, textscan.UNKNOWN, np.uint8)  # by code point, classified when met
+_classify("".join(map(chr, range(128))))
+
+
+class _Vocab:
+    """The token cache: per distinct token (a row) its string, 64-bit id (stored signed, so
+    that arrays are built without Python's big-int path), whether it is a word token, and its
+    UTF-8 bytes in one flat array found through the hash table of :mod:`streams.textscan`. Rows
+    are only ever used right after they are looked up (the cache is replaced when full)."""
+
+    def __init__(self, capacity: int = 1 << 12) -> None:
+        self.n = 0  # rows taken
+        self.strs = np.empty(capacity, object)  # gathered by rows in C: no Python int per token
+        self.tid = np.zeros(capacity, np.int64)
+        self.isword = np.zeros(capacity, bool)
+        self.hashes = np.zeros(capacity, np.uint64)
+        self.starts = np.zeros(capacity, np.int64)
+        self.lens = np.zeros(capacity, np.int64)
+        self.chars = np.zeros(capacity * 8, np.uint8)
+        self.used = 0  # bytes of ``chars`` taken
+        self.slots = np.zeros(capacity * 2, np.int64)  # row + 1 (0: empty), at most half full
+
+    def table(self) -> tuple[np.ndarray, ...]:
+        return self.slots, self.hashes, self.starts, self.lens, self.chars
+
+    def add(self, tokens: list[str]) -> None:
+        """Add distinct tokens the cache does not hold."""
+        r0 = self.n
+        r1 = self.n = r0 + len(tokens)
+        encoded = [t.encode("utf-8") for t in tokens]
+        size = sum(map(len, encoded))
+        if r1 > len(self.tid):
+            grow = max(r1, 2 * len(self.tid)) - len(self.tid)
+            for name in ("strs", "tid", "isword", "hashes", "starts", "lens"):
+                a = getattr(self, name)
+                setattr(self, name, np.concatenate((a, np.zeros(grow, a.dtype))))
+        if self.used + size > len(self.chars):
+            extra = max(self.used + size, 2 * len(self.chars)) - len(self.chars)
+            self.chars = np.concatenate((self.chars, np.zeros(extra, np.uint8)))
+        for r, (t, b) in enumerate(zip(tokens, encoded, strict=True), r0):
+            self.tid[r] = int.from_bytes(hashlib.blake2b(b, digest_size=8).digest(), "little",
+                                         signed=True)
+            self.isword[r] = t[:1].isalnum() or t[:1] == "_"  # runs of \w, not of punctuation
+            self.starts[r], self.lens[r] = self.used, len(b)
+            self.chars[self.used:self.used + len(b)] = np.frombuffer(b, np.uint8)
+            self.used += len(b)
+        self.strs[r0:r1] = tokens
+        if 2 * r1 > len(self.slots):  # rehash every row into a table at most half full
+            self.slots = np.zeros(1 << (2 * r1 - 1).bit_length(), np.int64)
+            r0 = 0
+        textscan.index(*self.table(), r0, r1)
+
+
+_vocab = _Vocab()
+
+
+def _fresh(rows: np.ndarray, v: _Vocab) -> tuple[np.ndarray, _Vocab]:
+    """``rows`` (looked up in ``v``, some missing) and ``v``, or, if adding the text's tokens
+    could overfill the cache, no rows and a new empty cache in its place."""
+    global _vocab
+    if v.n + len(rows) <= _CACHE_MAX:
+        return rows, v
+    _vocab = _Vocab()
+    return np.full(len(rows), -1, np.int64), _vocab
+
+
+def _scan(low: str) -> tuple[np.ndarray, _Vocab]:
+    """The cache rows of the tokens of a lower-cased text without URLs (new tokens added) and
+    the cache they index: valid until the next call."""
+    data = np.frombuffer(low.encode("utf-8"), np.uint8)
+    v = _vocab
+    rows, missing = textscan.scan(data, _cls, *v.table())
+    if missing < 0:  # a code point met for the first time
+        _classify("".join(set(low)))
+        rows, missing = textscan.scan(data, _cls, *v.table())
+    if missing:
+        rows, v = _fresh(rows, v)
+        raw = data.tobytes()
+        v.add(list(dict.fromkeys(raw[s:e].decode("utf-8") for (s, e), r in zip(
+            textscan.bounds(data, _cls).tolist(), rows.tolist(), strict=True) if r < 0)))
+        rows, _ = textscan.scan(data, _cls, *v.table())
+    return rows, v
 
 
 def tokenize(text: str) -> list[str]:
@@ -58,38 +148,36 @@ def tokenize(text: str) -> list[str]:
     >>> tokenize("Hello, World! see https://moltbook.com/p/1 now")
     ['hello', ',', 'world', '!', 'see', 'now']
     """
+    rows, v = _scan(_cleaned(text))
+    return v.strs[rows].tolist()  # type: ignore[no-any-return]
+
+
+def _cleaned(text: str) -> str:
     text = text.lower()
     if "http" in text or "www." in text:  # the substitution scans: skip it when it cannot match
         text = URL_RE.sub(" ", text)
-    return TOKEN_RE.findall(text)
-
-
-def _lookup(tokens: list[str]) -> np.ndarray:
-    """The cache rows of ``tokens`` (new tokens hashed and added): valid until the next call."""
-    try:  # the common case, every token known: one C-level pass
-        return np.fromiter(map(_rows.__getitem__, tokens), np.intp, len(tokens))
-    except KeyError:
-        pass
-    global _tid, _isword
-    if len(_rows) + len(tokens) > _CACHE_MAX:
-        _rows.clear()
-    for t in tokens:
-        if t not in _rows:
-            r = len(_rows)
-            if r == len(_tid):
-                _tid = np.concatenate((_tid, np.zeros_like(_tid)))
-                _isword = np.concatenate((_isword, np.zeros_like(_isword)))
-            _tid[r] = int.from_bytes(hashlib.blake2b(t.encode("utf-8"), digest_size=8).digest(),
-                                     "little", signed=True)
-            _isword[r] = t[:1].isalnum() or t[:1] == "_"  # runs of \w, not of punctuation
-            _rows[t] = r
-    return np.fromiter(map(_rows.__getitem__, tokens), np.intp, len(tokens))
+    return text
 
 
 def token_ids(tokens: list[str]) -> np.ndarray:
     """64-bit ids of tokens (stable across processes and runs: blake2b, not ``hash``)."""
-    rows = _lookup(tokens)  # first: the look-up may grow the table
-    return _tid[rows].view(np.uint64)
+    rows, v = _rows(tokens)
+    return v.tid[rows].view(np.uint64)
+
+
+def _rows(tokens: list[str]) -> tuple[np.ndarray, _Vocab]:
+    """The cache rows of any list of tokens (new ones added) and the cache they index."""
+    encoded = [t.encode("utf-8") for t in tokens]
+    data = np.frombuffer(b"".join(encoded), np.uint8)
+    ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
+    v = _vocab
+    rows, missing = textscan.find_all(data, ends, *v.table())
+    if missing:
+        rows, v = _fresh(rows, v)
+        v.add(list(dict.fromkeys(t for t, r in zip(tokens, rows.tolist(), strict=True)
+                                 if r < 0)))
+        rows, _ = textscan.find_all(data, ends, *v.table())
+    return rows, v
 
 
 def ngram_ids(ids: np.ndarray, n: int) -> np.ndarray:
@@ -109,10 +197,11 @@ def ngram_text(tokens: list[str], n: int, start: int) -> str:
 
 
 class Text:
-    """The tokens of one text and the views engines read, each computed at most once: one cache
-    look-up a token gives the token ids and the word tokens; the n-grams of lengths 2..MAX_N
-    of all tokens and of the words come together on the first :meth:`ngram_ids` (one product
-    over both sequences), :meth:`word_ngram_ids` alone chains only the lengths it needs."""
+    """The tokens of one text and the views engines read, each computed at most once:
+    :meth:`of` scans the text once (compiled), one cache look-up a token giving the tokens,
+    their ids and the word tokens; the n-grams of lengths 2..MAX_N of all tokens and of the
+    words come together on the first :meth:`ngram_ids` (one compiled pass over both
+    sequences), :meth:`word_ngram_ids` alone chains only the lengths it needs."""
 
     __slots__ = ("tokens", "_ids", "_mask", "_words", "_word_ids", "_grams", "_word_grams")
 
@@ -127,12 +216,19 @@ class Text:
 
     @classmethod
     def of(cls, text: str) -> Text:
-        return cls(tokenize(text))
+        """The text tokenised, its token ids and word tokens resolved at once."""
+        rows, v = _scan(_cleaned(text))
+        t = cls(v.strs[rows].tolist())
+        t._set(rows, v)
+        t._words = v.strs[rows[t._mask]].tolist()  # type: ignore[index]
+        return t
 
     def _resolve(self) -> None:
-        rows = _lookup(self.tokens)
-        ids = self._ids = _tid[rows].view(np.uint64)
-        mask = self._mask = _isword[rows]
+        self._set(*_rows(self.tokens))
+
+    def _set(self, rows: np.ndarray, v: _Vocab) -> None:
+        ids = self._ids = v.tid[rows].view(np.uint64)
+        mask = self._mask = v.isword[rows]
         self._word_ids = ids[mask]
 
     @property
@@ -175,25 +271,12 @@ class Text:
         return g if g is not None else _chained(self._word_grams, self.word_ids, n)
 
     def _both(self) -> None:
-        """The n-grams of lengths 2..MAX_N of the tokens and of the words, at once: both
-        sequences in one zero-padded array (MAX_N - 1 zeros after each), every length's
-        rolling hash a row of one product of the hash weights with the array's sliding
-        windows (short texts) or chained row by row (long ones; the same values: windows
-        reaching into the padding are cut off)."""
+        """The n-grams of lengths 2..MAX_N of the tokens and of the words, at once (one
+        compiled pass over both sequences, MAX_N - 1 zeros between them: windows reaching
+        into the padding are cut off)."""
         ids, w = self.ids, self.word_ids
         nt, nw, pad = len(ids), len(w), MAX_N - 1
-        m = nt + pad + nw
-        base = np.zeros(m + pad, np.uint64)
-        base[:nt] = ids
-        base[nt + pad:m] = w
-        if m <= _MATMUL_MAX:
-            rows = _WEIGHTS @ np.ndarray((MAX_N, m), np.uint64, base, 0, (8, 8))
-        else:
-            rows = np.empty((MAX_N - 1, m), np.uint64)
-            g = base[:m]
-            for k in range(MAX_N - 1):
-                g = np.multiply(g, K, out=rows[k])
-                np.add(g, base[k + 1:k + 1 + m], out=g)
+        rows = textscan.grams(ids, w, MAX_N)
         for n in range(2, MAX_N + 1):
             g = rows[n - 2]
             self._grams[n] = g[:max(nt - n + 1, 0)]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from streams.events import CommentEvent, PostEvent
-from streams.text import Text, tokenize
+from streams.text import Text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -105,7 +105,7 @@ class Item:
         """
         t = event.event_time.timestamp()
         if isinstance(event, _TEXTED):
-            return cls(event, t, event.author, Text(tokenize(event.text)), vector)
+            return cls(event, t, event.author, Text.of(event.text), vector)
         return cls(event, t, None, None, vector)  # (a pydantic attribute miss is slow)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import random
 import re
 from functools import cache
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 import streams.text as text_module
 from service.sources.archive import open_archive
+from streams import textscan
 from streams.events import CommentEvent, PostEvent
 from streams.text import Text, ngram_ids, token_ids, tokenize
 
@@ -100,10 +102,10 @@ def test_views_equal_the_plain_rule_on_real_texts(order: str) -> None:
 
 
 def test_long_short_and_empty_texts() -> None:
-    """Both ways of computing the n-grams (one product for short texts, chained rows for long
-    ones) and the edges: no token, a single one, punctuation only, words only."""
+    """The longest real text and the edges: no token, a single one, punctuation only, words
+    only, fewer words than an n-gram's length."""
     longest = max(real_texts(), key=len)
-    assert len(tokenize(longest)) > text_module._MATMUL_MAX
+    assert len(tokenize(longest)) > 1000
     for s in ("", "   ", "!", "gm", "...!!", "gm gm gm", "a, b", longest, longest[:400],
               "_under_score ünïcode ÉTÉ 42 a_b-c", "http://x.io only-url www.y.com"):
         for order in ORDERS:
@@ -122,9 +124,7 @@ def test_free_functions_agree_with_the_views() -> None:
 def test_cache_clear_keeps_every_id(monkeypatch: pytest.MonkeyPatch) -> None:
     """A tiny token cache, cleared over and over (and its tables grown), gives the same ids."""
     monkeypatch.setattr(text_module, "_CACHE_MAX", 50)
-    monkeypatch.setattr(text_module, "_rows", {})
-    monkeypatch.setattr(text_module, "_tid", np.zeros(4, np.int64))
-    monkeypatch.setattr(text_module, "_isword", np.zeros(4, bool))
+    monkeypatch.setattr(text_module, "_vocab", text_module._Vocab(capacity=4))
     grown = 0
     for i, s in enumerate(real_texts()[::40]):
         t = Text.of(s)
@@ -134,8 +134,9 @@ def test_cache_clear_keeps_every_id(monkeypatch: pytest.MonkeyPatch) -> None:
         views = read(t, ORDERS[i % len(ORDERS)], 5)
         assert first is (views["words"] if i % 2 else views["w2"])
         check(s, views, 5)
-        grown = max(grown, len(text_module._tid))
-    assert grown > 4 and len(text_module._rows) < 50 + max(map(len, map(tokenize, real_texts())))
+        grown = max(grown, len(text_module._vocab.tid))
+    longest = max(map(len, map(tokenize, real_texts())))
+    assert grown > 4 and text_module._vocab.n < 50 + longest
 
 
 def test_pickle_round_trip_at_any_point() -> None:
@@ -145,3 +146,22 @@ def test_pickle_round_trip_at_any_point() -> None:
             read(t, order, 2)
             t2 = pickle.loads(pickle.dumps(t))
             check(s, read(t2, order, 6), 6)
+
+
+def test_every_code_point_is_classed_as_the_pattern_classes_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan's class table against the regular expression's own \\w and \\s on all of
+    Unicode (surrogates cannot be UTF-8), and the tokens of texts made of every code point, in
+    order and shuffled."""
+    monkeypatch.setattr(text_module, "_vocab", text_module._Vocab())
+    points = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    chars = "".join(map(chr, points))
+    text_module._classify(chars)
+    want = np.full(0x110000, textscan.PUNCT, np.uint8)
+    want[[ord(c) for c in re.findall(r"\w", chars)]] = textscan.WORD
+    want[[ord(c) for c in re.findall(r"\s", chars)]] = textscan.SPACE
+    assert np.array_equal(text_module._cls[points], want[points])
+    shuffled = "".join(random.Random(0).sample(chars, 100_000))
+    for s in (chars, shuffled, shuffled.upper()):
+        assert tokenize(s) == plain_tokens(s)
+        assert Text.of(s).words == [t for t in plain_tokens(s) if re.fullmatch(r"\w+", t)]
