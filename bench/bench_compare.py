@@ -118,6 +118,7 @@ def pipeline_rows(old: Figures, new: Figures) -> list[tuple[str, str, str, str]]
     row("peak RSS", lambda r: r["peak_rss"], br.mb)
     row("pickled pipeline state", lambda r: r["pickle"], br.mb)
     row("held RSS after the run (gc, malloc_trim)", lambda r: r.get("held_rss"), br.mb)
+    row("  before it (interpreter, libraries, corpus)", lambda r: r.get("base_held_rss"), br.mb)
     row("live state (in memory, each object once)",
         lambda r: sum(r["live"].values()) if "live" in r else None, br.mb)
     return out
