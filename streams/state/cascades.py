@@ -936,12 +936,13 @@ class CascadeEngine:
             gi, k_ad, others = self._exposure_of(agents, times, scratch)
             inside = gi >= 0
             adopted = np.bincount(np.minimum(k_ad[inside], cap), minlength=cap + 1)
-            first = _earliest_k(agents, times, cfg.adopters_shown).tolist()
+            first = _earliest_k(agents, times, cfg.adopters_shown)
             self._exposure[gid] = _Exposure(
                 size, adopted + np.bincount(np.minimum(others, cap), minlength=cap + 1),
                 adopted, int(inside.sum()) + len(others),
-                [(int(agents[i]), float(times[i]), int(k_ad[i]) if gi[i] >= 0 else None)
-                 for i in first])
+                [(a, t, k if g >= 0 else None) for a, t, k, g in zip(
+                    agents[first].tolist(), times[first].tolist(), k_ad[first].tolist(),
+                    gi[first].tolist(), strict=True)])
         agents_k = np.zeros(cap + 1, np.int64)
         adopted_k = np.zeros(cap + 1, np.int64)
         listed: list[dict[str, Any]] = []
