@@ -154,6 +154,8 @@ def main() -> None:
           f"   (before {before:,.0f}, after {after:,.0f} the live run)")
     print(f"{'through the broker: reducer, worker CPU time':44}{got['cpu_rate']:>10,.0f}"
           f"   ({got['cpu_rate'] / off:.2f}x offline)")
+    print(f"{'broker path overhead (us/event, CPU time)':44}"
+          f"{1e6 / got['cpu_rate'] - 1e6 / off:>10,.1f}   (worker CPU less the offline Pipeline)")
     print(f"{'through the broker: reducer, wall time':44}{got['wall_rate']:>10,.0f}"
           f"   (shared machine: noisy)")
     print(f"{'publishing (the source, not timed above)':44}{got['published_per_s']:>10,.0f}")

@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from unittest.mock import AsyncMock
 
@@ -25,7 +26,14 @@ from service.config import Settings
 from service.stores.reducer_checkpoint import ReducerCheckpoint
 from service.worker import build, driver_config, live_pipeline
 from streams.agent_stage import AgentPartition, AgentsReport, Society
-from streams.app import BEHIND_BATCHES, BEHIND_RECORDS, Collaborators, Driver, create_app
+from streams.app import (
+    BEHIND_BATCHES,
+    BEHIND_RECORDS,
+    Collaborators,
+    Driver,
+    batches,
+    create_app,
+)
 from streams.events import CommentEvent, PostEvent
 from streams.messages import Forwarded, decode_society, encode_society, encode_threads
 from streams.partition import PartitionState
@@ -252,6 +260,108 @@ def test_behind_when_a_held_partition_has_a_backlog(worker) -> None:  # type: ig
                      ((name["society"], 0), 11 + BEHIND_BATCHES),
                      ((name["agents"], 1), 1 + BEHIND_BATCHES)]:
         assert driver.behind(Consumer(caught_up | {key: end})), key
+
+
+class Queued:
+    """What :func:`streams.app.batches` reads of a Faust stream: its channel's queue, its
+    processors, ``wait`` (a value, or stopped on the timeout) and ``ack``."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._processors: list[Any] = []
+        self.should_stop = False
+        self.acked: list[Any] = []
+        self.channel = self
+
+    def __aiter__(self) -> Queued:
+        return self
+
+    async def __anext__(self) -> Any:
+        raise StopAsyncIteration
+
+    async def wait(self, coro: Any, timeout: float) -> SimpleNamespace:
+        try:
+            return SimpleNamespace(result=await asyncio.wait_for(coro, timeout), stopped=False)
+        except TimeoutError:
+            return SimpleNamespace(result=None, stopped=True)
+
+    async def ack(self, event: Any) -> None:
+        self.acked.append(event.value)
+
+
+async def test_ingest_batches_what_is_queued_and_acks_after_the_body() -> None:
+    stream = Queued()
+    seen: list[Any] = []
+    stream._processors.append(seen.append)  # a stream's processors see every value
+    for v in range(5):
+        stream.queue.put_nowait(SimpleNamespace(value=v))
+    it = batches(stream, 2, 0.0)  # type: ignore[arg-type]
+    got = []
+    for _ in range(3):
+        batch = await anext(it)
+        got.append([e.value for e in batch])
+        assert stream.acked == [v for b in got[:-1] for v in b]  # acked once the body ran
+    assert got == [[0, 1], [2, 3], [4]] and seen == [0, 1, 2, 3, 4]
+
+    async def later(v: int, after: float) -> None:
+        await asyncio.sleep(after)
+        stream.queue.put_nowait(SimpleNamespace(value=v))
+
+    # with a wait, a batch takes what arrives within it after its first record
+    waiting = batches(stream, 10, 1.0)  # type: ignore[arg-type]
+    stream.queue.put_nowait(SimpleNamespace(value=5))
+    pending = [asyncio.ensure_future(later(6, 0.05))]
+    filler = asyncio.ensure_future(anext(waiting))
+    await asyncio.sleep(0.2)
+    assert not filler.done()  # still waiting to fill
+    for v in range(7, 10):
+        stream.queue.put_nowait(SimpleNamespace(value=v))
+    await asyncio.gather(*pending)
+    assert [e.value for e in await filler] == [5, 6, 7, 8, 9]
+
+
+async def test_worker_consumer_runs_a_delivery_inline_unless_it_blocks() -> None:
+    """Faust's fetch loop waits on every delivery with four tasks; a delivery that completes
+    on its first step needs none, one that blocks (a full queue) still yields to a suspended
+    flow (it is cancelled, as Faust's wait would)."""
+    app, _ = create_app(driver_config(settings()), collaborators())
+    app.finalize()
+    consumer = app.consumer
+    consumer.wait_first = AsyncMock(wraps=consumer.wait_first)  # type: ignore[method-assign]
+    got: list[str] = []
+
+    async def quick(m: str) -> None:
+        got.append(m)
+
+    await consumer._deliver(quick, "a")
+    assert got == ["a"] and consumer.wait_first.await_count == 0
+    gate: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def blocked(m: str) -> None:
+        got.append(m + await gate)
+
+    task = asyncio.ensure_future(consumer._deliver(blocked, "b"))
+    await asyncio.sleep(0.01)
+    assert got == ["a"]
+    gate.set_result("!")
+    await task
+    assert got == ["a", "b!"] and consumer.wait_first.await_count == 1
+    stuck: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    cancelled: list[str] = []
+
+    async def abandoned(m: str) -> None:
+        try:
+            await stuck
+        except asyncio.CancelledError:
+            cancelled.append(m)
+            raise
+
+    task = asyncio.ensure_future(consumer._deliver(abandoned, "c"))
+    await asyncio.sleep(0.01)
+    consumer.suspend_flow.set()
+    await task
+    await asyncio.sleep(0.01)
+    assert cancelled == ["c"]
 
 
 async def test_worker_consumer_takes_the_fetch_wait() -> None:
