@@ -139,11 +139,12 @@ class _SeenTable:
 
     def _alloc(self, bits: int) -> None:
         self.bits = bits
+        # zeroed pages the OS maps on first touch: an empty slot's fields are never read (an
+        # insert writes them), bar young, which starts False
         self.slots = np.zeros(1 << bits, self._SLOT)
         self.keys = self.slots["keys"]  # 0: empty (id 0 is stored as 1)
         self.last = self.slots["last"]
         self.rec = self.slots["rec"]
-        self.rec[:] = -1
         self.young = self.slots["young"]
 
     def __getstate__(self) -> dict[str, object]:
@@ -388,7 +389,7 @@ class BurstDetector:
             y = self._young.get(g)
             if y is None:
                 continue
-            last = max(y.adopters.values(), default=y.born)
+            last = max(y.adopters.values(), default=y.born) if g in self._reported else 0.0
             if g in self._reported and now - last <= cfg.quiet_s and now - y.born <= cfg.memory_s:
                 heapq.heappush(self._young_due, (min(last + cfg.quiet_s, y.born + cfg.memory_s)
                                                  + 1.0, g))
