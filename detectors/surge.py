@@ -307,7 +307,7 @@ class SurgeDetector:
             post_id, thread = f"{event.post_id}/{event.comment_id}", event.post_id
         post = _Post(t, author, post_id, thread, text.word_ids[:400], new,
                      snippet(raw, cfg.evidence.stored_chars), sig)
-        idx = float(int(t // cfg.bucket_s))
+        idx = t // cfg.bucket_s  # (a float: the bucket's index)
         entities, dirty = self._entities, self._dirty
         for name in names:
             e = entities.get(name)
@@ -500,22 +500,27 @@ class SurgeDetector:
                        labels={"entity_kind": kind, "entity": value[:64]})
 
     def expire(self, now: float) -> None:
-        horizon = now - self.cfg.window_s - self.cfg.baseline_s
-        first_bucket = horizon // self.cfg.bucket_s
-        while self._entities:
-            name, e = next(iter(self._entities.items()))
+        cfg, entities = self.cfg, self._entities
+        horizon = now - cfg.window_s - cfg.baseline_s
+        first_bucket = horizon // cfg.bucket_s
+        kept_after = now - cfg.window_s - cfg.copost_s
+        stale: list[str] = []  # the least recently seen, up to the first seen within the horizon
+        for name, e in entities.items():
             if e.last_seen >= horizon:
                 break
-            del self._entities[name]
+            stale.append(name)
+        for name in stale:
+            del entities[name]
             self._reported.discard(name)
         for name in self._dirty | self._reported:
-            e = self._entities.get(name)
+            e = entities.get(name)
             if e is None:
                 continue
-            while e.buckets and e.buckets[0][0] < first_bucket:
-                e.buckets.popleft()
-            while e.posts and e.posts[0].t <= now - self.cfg.window_s - self.cfg.copost_s:
-                e.posts.popleft()
+            buckets, posts = e.buckets, e.posts
+            while buckets and buckets[0][0] < first_bucket:
+                buckets.popleft()
+            while posts and posts[0].t <= kept_after:
+                posts.popleft()
         self._expired_at = now
 
     def snapshot(self) -> Snapshot:
