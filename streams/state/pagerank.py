@@ -192,16 +192,17 @@ class WindowPageRank:
 
     def apply(self, delta: Mapping[Pair, int]) -> None:
         """Apply one batch of net edge-weight changes ``{(src, dst): +/-units}``: a dict
-        look-up a pair (slots are keyed by the pair of names), the weights in one NumPy
-        update; only new and vanishing edges touch the node index."""
+        look-up a pair (slots are keyed by the pair of names, looked up in one ``map``), the
+        weights in one NumPy update; only new and vanishing edges touch the node index."""
         slot_of = self._slot
-        slots: list[int] = []
-        units: list[int] = []
-        for pair, d in delta.items():
-            if d == 0 or pair[0] == pair[1]:
-                continue
-            slot = slot_of.get(pair)
-            if slot is None:
+        pairs = list(delta)
+        units = list(delta.values())
+        slots: list[int | None] = list(map(slot_of.get, pairs))  # C speed: most edges exist
+        if None in slots:  # new edges get a slot (in the batch's order)
+            for i in [i for i, slot in enumerate(slots) if slot is None]:
+                pair, d = pairs[i], units[i]
+                if d == 0 or pair[0] == pair[1]:
+                    continue  # changes nothing: left out below
                 if d < 0:
                     raise ValueError("edge weight would go negative: expiry of an edge never "
                                      "added")
@@ -214,8 +215,11 @@ class WindowPageRank:
                 self._pair[slot] = pair
                 self._deg[u] += 1
                 self._deg[v] += 1
-            slots.append(slot)
-            units.append(d)
+                slots[i] = slot
+        if None in slots or 0 in units:
+            keep = [i for i, (slot, d) in enumerate(zip(slots, units, strict=True))
+                    if slot is not None and d != 0]
+            slots, units = [slots[i] for i in keep], [units[i] for i in keep]
         if not slots:
             return
         at = np.array(slots, np.int64)

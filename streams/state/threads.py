@@ -34,7 +34,7 @@ Snapshot. The sums are kept incrementally (each event moves its thread's contrib
 an event, and ``partial`` costs O(buckets + days), not O(live posts)). A post is kept live
 for ``retention`` after it was posted, then forgotten (its contribution frozen; later
 comments count in ``threads_late_comments_total``); memory is one record per live post
-(~300 B) plus its distinct repliers (~60 B each).
+(~300 B) plus, once commented, its distinct repliers (a set: ~220 B, ~60 B an entry).
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import CommentEvent, PostEvent
@@ -160,7 +160,7 @@ class _Thread:
     upvotes: int = 0
     comments: int = 0
     max_depth: int = 0
-    repliers: set[str] = field(default_factory=set)
+    repliers: set[str] | None = None  # made at the first replier (many posts get none)
     first_comment: float | None = None
     verdict: tuple[str, bool] | None = None  # (bucket at horizon, uncommented)
     due_upvotes: int = 0  # upvotes of the latest event at or before the horizon
@@ -195,7 +195,8 @@ class ThreadsEngine:
 
     def _contrib(self, th: _Thread) -> _Contrib:
         when = th.created if th.created is not None else th.first_comment
-        repliers = len(th.repliers) - (th.author in th.repliers) if th.comments else 0
+        reps = th.repliers
+        repliers = len(reps) - (th.author in reps) if reps else 0
         v = th.verdict
         return (self._bucket(th.upvotes), None if when is None else int(when // 86400),
                 1 if th.created is not None or th.comments else 0, 1 if th.comments else 0,
@@ -273,7 +274,10 @@ class ThreadsEngine:
             if event.depth > th.max_depth:
                 th.max_depth = event.depth
             if item.author is not None:
-                th.repliers.add(item.author)
+                if th.repliers is None:
+                    th.repliers = {item.author}
+                else:
+                    th.repliers.add(item.author)
             if th.first_comment is None or t < th.first_comment:
                 th.first_comment = t
         else:
@@ -302,7 +306,10 @@ class ThreadsEngine:
         repliers = 0
         if author is not None:
             reps = th.repliers
-            if author not in reps:
+            if reps is None:
+                th.repliers = {author}
+                repliers = int(author != th.author)
+            elif author not in reps:
                 reps.add(author)
                 repliers = int(author != th.author)
         first = th.first_comment
@@ -379,7 +386,7 @@ class ThreadsEngine:
             return None
         return {"post_id": post_id, "author": th.author, "upvotes": th.upvotes,
                 "bucket": self._bucket(th.upvotes), "comments": th.comments,
-                "depth": th.max_depth, "repliers": len(th.repliers - {th.author})}
+                "depth": th.max_depth, "repliers": len((th.repliers or set()) - {th.author})}
 
     def snapshot(self) -> Snapshot:
         return totals_snapshot(self.partial(), self.config.buckets)

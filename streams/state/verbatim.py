@@ -87,8 +87,9 @@ class VerbatimFilter:
 
     def update(self, item: Item) -> None:
         """Engine verb: a post is admitted or not by its exact text (``item.admitted``)."""
-        if isinstance(item.event, PostEvent):
-            item.admitted = self.admit(item.event.text)
+        event = item.event
+        if type(event) is PostEvent:
+            item.admitted = self.admit(event.text)
 
     def expire(self, now: float) -> None:
         """Nothing ages out: the sketch is the whole history (fixed size)."""
