@@ -139,16 +139,16 @@ class SupernodeDetector:
             maxlen=self.cfg.history + self._gap + self.cfg.persist)
         self._edges: deque[tuple[float, str, str, str]] = deque()
         # the window's graph, kept as edges enter and leave it: a slot per (source, target)
-        # pair in flat int64 arrays (weights 0 = free slot; NumPy reads them without a copy),
+        # pair in flat int32 arrays (weights 0 = free slot; NumPy reads them without a copy),
         # a node index per agent with live edges
         self._slot: dict[tuple[str, str], int] = {}
-        self._src = array("q")
-        self._dst = array("q")
-        self._w = array("q")
+        self._src = array("i")
+        self._dst = array("i")
+        self._w = array("i")
         self._free_slots: list[int] = []
         self._node: dict[str, int] = {}
         self._names: list[str] = []
-        self._degree = array("q")  # live pairs touching each node
+        self._degree = array("i")  # live pairs touching each node
         self._free_nodes: list[int] = []
         self._p = np.zeros(0)  # the last snapshot's PageRank by node (a warm start)
         self._repliers: dict[str, Counter[str]] = {}  # target -> replier -> comments
@@ -372,18 +372,18 @@ class SupernodeDetector:
     def _sample(self, now: float) -> None:
         if self._last_sample is not None and now - self._last_sample < self.cfg.sample_interval_s:
             return
-        w = np.frombuffer(self._w, np.int64)
+        w = np.frombuffer(self._w, np.int32)
         live = w > 0
         if not live.any():
             return
-        src = np.frombuffer(self._src, np.int64)[live]
-        dst = np.frombuffer(self._dst, np.int64)[live]
+        src = np.frombuffer(self._src, np.int32)[live]
+        dst = np.frombuffer(self._dst, np.int32)[live]
         w = w[live].astype(np.float64)
         # pagerank_exact's iteration on the window's edge arrays, over the agents with live
         # edges (those with a live pair: degree > 0), numbered in index order, warm-started
         # from the last snapshot (the window moved by one sample interval: a few iterations to
         # the same fixed point)
-        nodes = np.flatnonzero(np.frombuffer(self._degree, np.int64))
+        nodes = np.flatnonzero(np.frombuffer(self._degree, np.int32))
         number = np.zeros(len(self._names), np.int64)
         number[nodes] = np.arange(len(nodes))
         prev = np.zeros(len(self._names))
