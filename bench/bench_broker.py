@@ -89,7 +89,7 @@ def live(events: list[Event], settings: Settings, logs: Path, timeout: float) ->
     n = len(events)
     try:
         worker.start()
-        api_proc.start()
+        api_proc.start(timeout=120.0)  # a loaded shared machine starts it slowly
         assert worker.proc is not None
         pid = worker.proc.pid
         deadline = time.monotonic() + timeout
