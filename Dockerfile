@@ -31,7 +31,8 @@ COPY streams ./streams
 COPY detectors ./detectors
 RUN --mount=type=bind,from=wheels,target=/wheels \
     pip install --find-links /wheels -c constraints.txt . \
-    && python -c "import torch, service, streams, detectors; assert '+cpu' in torch.__version__"
+    && python -c "import torch, service, streams, detectors; assert '+cpu' in torch.__version__" \
+    && python -c "from streams.kernels import warm; warm()"  # numba kernels compiled into the image
 
 RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin moltscope \
     && mkdir -p /app/var && chown moltscope /app /app/var  # Faust writes <app>-data here

@@ -23,6 +23,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from streams.kernels import B1, B1_A, BOOL, F64, F64_A, FLOAT, I64, I64_A, INT, U64, U64_A
+
 MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -47,7 +49,7 @@ def _slot(table: np.ndarray, k: np.uint64, bits: int) -> tuple[int, bool]:
         s = (s + 1) & mask
 
 
-@numba.njit(cache=True)
+@numba.njit([(U64_A, U64, INT)], cache=True)
 def locate(table: np.ndarray, keys: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
     """Slot of each distinct non-zero key, inserting the absent ones, and which were absent."""
     out = np.empty(len(keys), np.int64)
@@ -57,7 +59,7 @@ def locate(table: np.ndarray, keys: np.ndarray, bits: int) -> tuple[np.ndarray, 
     return out, absent
 
 
-@numba.njit(cache=True)
+@numba.njit([(U64_A, U64, INT)], cache=True)
 def find(table: np.ndarray, keys: np.ndarray, bits: int) -> np.ndarray:
     """Slot of each non-zero key, -1 when absent."""
     mask = (np.int64(1) << bits) - 1
@@ -77,7 +79,7 @@ def find(table: np.ndarray, keys: np.ndarray, bits: int) -> np.ndarray:
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit([(U64_A, F64_A, I64_A, B1_A, INT, U64_A, F64_A, I64_A, B1_A)], cache=True)
 def put(keys: np.ndarray, last: np.ndarray, rec: np.ndarray, young: np.ndarray, bits: int,
         src_keys: np.ndarray, src_last: np.ndarray, src_rec: np.ndarray,
         src_young: np.ndarray) -> None:
@@ -89,7 +91,8 @@ def put(keys: np.ndarray, last: np.ndarray, rec: np.ndarray, young: np.ndarray, 
         young[s] = src_young[j]
 
 
-@numba.njit(cache=True)
+@numba.njit([(U64, I64, F64, B1, I64, I64, U64_A, F64_A, I64_A, B1_A, INT, INT, FLOAT, INT, F64,
+               I64, INT, FLOAT, BOOL)], cache=True)
 def flush(ids: np.ndarray, lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
           authors: np.ndarray, who: np.ndarray, keys: np.ndarray, last: np.ndarray,
           rec: np.ndarray, young: np.ndarray, bits: int, count: int, memory_s: float,

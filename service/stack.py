@@ -36,6 +36,7 @@ from pydantic import BaseModel, SecretStr
 from service.config import Settings
 from service.embedded import ManagedProcess, port_open, redis_server, tansu
 from service.producer import ensure_topics
+from streams.kernels import warm
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,7 @@ class Stack:
             s.redis_url = f"redis://127.0.0.1:{redis_port}/0"
         ensure_topics(s)
         env = settings_env(s)
+        warm()  # the kernels compiled here, once, not by the worker and the API at the same time
         self._start(ManagedProcess("worker", cli_argv("worker"), lambda: True,
                                    self.log_dir / "worker.log", env=env))
         self._start(ManagedProcess("api", cli_argv("api"), lambda: port_open(s.api_port),

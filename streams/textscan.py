@@ -24,6 +24,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from streams.kernels import I64, INT, U8, U8_RO, U64
+
 SPACE, WORD, PUNCT, UNKNOWN = 0, 1, 2, 3
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -105,7 +107,7 @@ def _find(data: np.ndarray, s: int, e: int, h: np.uint64, slots: np.ndarray,
         i = (i + 1) & mask
 
 
-@numba.njit(cache=True)
+@numba.njit([(U8_RO, U8, I64, U64, I64, I64, U8)], cache=True)
 def scan(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, hashes: np.ndarray,
          starts: np.ndarray, lens: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
     """The cache rows of the tokens of ``data`` (-1: not cached) and how many are missing;
@@ -127,7 +129,7 @@ def scan(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, hashes: np.ndarra
         i = e
 
 
-@numba.njit(cache=True)
+@numba.njit([(U8_RO, U8)], cache=True)
 def bounds(data: np.ndarray, cls: np.ndarray) -> np.ndarray:
     """(start, end) bytes of each token of ``data`` (every code point classified)."""
     out = np.empty((len(data), 2), np.int64)
@@ -143,7 +145,7 @@ def bounds(data: np.ndarray, cls: np.ndarray) -> np.ndarray:
         i = e
 
 
-@numba.njit(cache=True)
+@numba.njit([(U8_RO, I64, I64, U64, I64, I64, U8)], cache=True)
 def find_all(data: np.ndarray, ends: np.ndarray, slots: np.ndarray, hashes: np.ndarray,
              starts: np.ndarray, lens: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
     """The rows of the tokens ``data[ends[j - 1]:ends[j]]`` (a given token list, joined), -1
@@ -160,7 +162,7 @@ def find_all(data: np.ndarray, ends: np.ndarray, slots: np.ndarray, hashes: np.n
     return rows, missing
 
 
-@numba.njit(cache=True)
+@numba.njit([(I64, U64, I64, I64, U8, INT, INT)], cache=True)
 def index(slots: np.ndarray, hashes: np.ndarray, starts: np.ndarray, lens: np.ndarray,
           chars: np.ndarray, r0: int, r1: int) -> None:
     """Enter rows r0..r1-1 (their bytes already in ``chars``) into the hash table."""
@@ -174,7 +176,7 @@ def index(slots: np.ndarray, hashes: np.ndarray, starts: np.ndarray, lens: np.nd
         slots[i] = r + 1
 
 
-@numba.njit(cache=True)
+@numba.njit([(U64, U64, INT)], cache=True)
 def grams(a: np.ndarray, b: np.ndarray, longest: int) -> np.ndarray:
     """The rolling hashes of lengths 2..longest over two id sequences at once: row n - 2 holds
     at position i the n-gram starting at i of ``a``, ``longest - 1`` zeros, then ``b`` (the

@@ -1,5 +1,6 @@
 """Shared fixtures: the real Moltbook data, and a real Redis server (the binary moltscope
-embeds) on a loopback port for the whole session, stopped at the end."""
+embeds) on a loopback port for the whole session, stopped at the end; the compiled kernels
+warmed before the session."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -8,8 +9,15 @@ import pytest
 import redis
 
 from service.embedded import free_port, redis_server
+from streams.kernels import warm
 
 MOLTBOOK_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "moltbook"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every numba kernel compiled, or loaded from its cache, here in one process before any test
+    starts a worker: numba's cache is unsafe when processes compile one kernel at once."""
+    warm()
 
 
 @pytest.fixture(scope="session")

@@ -20,10 +20,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from streams.kernels import BOOL, F64, FLOAT, I64, INT, U32, U64, UINT
+
 AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption's key
 
 
-@numba.njit(cache=True)
+@numba.njit([(U64, U64)], cache=True)
 def sorted_search(arr: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """``np.searchsorted(arr, queries)`` (leftmost), galloping from the previous answer."""
     n = len(arr)
@@ -49,7 +51,7 @@ def sorted_search(arr: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit([(U64, U64, I64), (U32, U32, I64), (F64, F64, I64), (I64, I64, I64)], cache=True)
 def inserted(column: np.ndarray, values: np.ndarray, pos: np.ndarray,
              ) -> np.ndarray:
     """``np.insert(column, pos, values)`` for non-decreasing ``pos``: one pass."""
@@ -65,7 +67,7 @@ def inserted(column: np.ndarray, values: np.ndarray, pos: np.ndarray,
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit([(U32, I64, I64, I64, U32)], cache=True)
 def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.ndarray,
                  text_agent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(found, position when found else insertion point) of (cascade, agent) pairs in one
@@ -90,7 +92,19 @@ def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.
     return found, pos
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
+def _below(g: np.uint64, a: np.uint64, qp: np.uint64, qa: np.uint64, qg: np.uint64,
+           prefix_mask: np.uint64) -> bool:
+    """Entry (id g, agent a) before the query (prefix qp, agent qa, id qg) in store order."""
+    p = g & prefix_mask
+    if p != qp:
+        return p < qp
+    if a != qa:
+        return a < qa
+    return g < qg
+
+
+@numba.njit([(U64, U32, U32, U64, U64, UINT)], cache=True)
 def store_find(sg: np.ndarray, st: np.ndarray, text_agent: np.ndarray, ku: np.ndarray,
                gu: np.ndarray, prefix_mask: np.uint64,
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -124,19 +138,7 @@ def store_find(sg: np.ndarray, st: np.ndarray, text_agent: np.ndarray, ku: np.nd
     return found, at
 
 
-@numba.njit(cache=True, inline="always")
-def _below(g: np.uint64, a: np.uint64, qp: np.uint64, qa: np.uint64, qg: np.uint64,
-           prefix_mask: np.uint64) -> bool:
-    """Entry (id g, agent a) before the query (prefix qp, agent qa, id qg) in store order."""
-    p = g & prefix_mask
-    if p != qp:
-        return p < qp
-    if a != qa:
-        return a < qa
-    return g < qg
-
-
-@numba.njit(cache=True)
+@numba.njit([(U64, U32, U64, UINT)], cache=True)
 def split_out(sg: np.ndarray, st: np.ndarray, gids: np.ndarray, prefix_mask: np.uint64,
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The other n-grams' store (sorted by id prefix first) split into the adoptions of the
@@ -179,7 +181,7 @@ def split_out(sg: np.ndarray, st: np.ndarray, gids: np.ndarray, prefix_mask: np.
     return keep_g, keep_t, out_g, out_t
 
 
-@numba.njit(cache=True)
+@numba.njit([(U64,)], cache=True)
 def argsort_keys(keys: np.ndarray) -> np.ndarray:
     """A stable argsort of uint64 keys: least significant digit radix sort, 11 bits a pass,
     a pass skipped when every key has the same digit there."""
@@ -213,7 +215,7 @@ def argsort_keys(keys: np.ndarray) -> np.ndarray:
     return idx
 
 
-@numba.njit(cache=True)
+@numba.njit([(U64, I64, U64, INT, INT, FLOAT, UINT)], cache=True)
 def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int, hi: int,
                  max_stop_share: float, k: np.uint64,
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -263,7 +265,7 @@ def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int,
     return g[:out], where[:out], text_of[:out], part_ends
 
 
-@numba.njit(cache=True)
+@numba.njit([(I64, U64, U64, I64, I64, BOOL)], cache=True)
 def distinct_pairs(order: np.ndarray, key: np.ndarray, g: np.ndarray, text_of: np.ndarray,
                    rank: np.ndarray, strict: bool,
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
@@ -292,7 +294,7 @@ def distinct_pairs(order: np.ndarray, key: np.ndarray, g: np.ndarray, text_of: n
     return ku[:m], gu[:m], src[:m], best[:m], True
 
 
-@numba.njit(cache=True)
+@numba.njit([(I64, F64, I64, I64, I64, I64, F64, I64)], cache=True)
 def exposures(gi: np.ndarray, times: np.ndarray, indptr: np.ndarray, dst: np.ndarray,
               tail_src: np.ndarray, tail_dst: np.ndarray, t: np.ndarray, k: np.ndarray,
               ) -> tuple[np.ndarray, np.ndarray]:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from streams.kernels import F64, FLOAT, I64, INT
+
 
 @numba.njit(cache=True)
 def _block_sum(a: np.ndarray, lo: int, n: int) -> float:
@@ -52,7 +54,7 @@ def _block_sum(a: np.ndarray, lo: int, n: int) -> float:
     return res
 
 
-@numba.njit(cache=True)
+@numba.njit([(F64, INT, INT)], cache=True)
 def pairwise_sum(a: np.ndarray, lo: int, n: int) -> float:
     """``a[lo:lo + n].sum()`` as NumPy computes it (its pairwise summation): above 128
     elements the range splits at half (rounded down to a multiple of 8) and the two halves'
@@ -89,7 +91,7 @@ def pairwise_sum(a: np.ndarray, lo: int, n: int) -> float:
         los[top], ns[top], on_right[top] = los[top - 1] + half, ns[top - 1] - half, True
 
 
-@numba.njit(cache=True)
+@numba.njit([(I64, I64, F64, F64, I64, F64, FLOAT, INT, FLOAT, INT)], cache=True)
 def power_iterate(src: np.ndarray, dst: np.ndarray, coef: np.ndarray, p: np.ndarray,
                   dangling: np.ndarray, teleport: np.ndarray, alpha: float, n: int,
                   tol: float, max_iter: int) -> tuple[np.ndarray, int]:
