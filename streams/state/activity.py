@@ -65,8 +65,9 @@ class Bucket:
     upvotes: int = 0
     downvotes: int = 0
     agents: set[str] | None = field(default_factory=set)  # None once frozen to the counts
-    new_agents: set[str] | None = field(default_factory=set)
-    submolts: set[str] | None = field(default_factory=set)
+    # made at their first name (most buckets get no new agent, a comment no submolt)
+    new_agents: set[str] | None = None
+    submolts: set[str] | None = None
     n_agents: int = 0
     n_new_agents: int = 0
     n_submolts: int = 0
@@ -180,9 +181,15 @@ class ActivityState:
                 if author is not None:
                     agents.add(author)
                     if new:
-                        b.new_agents.add(author)  # type: ignore[union-attr]
+                        if b.new_agents is None:
+                            b.new_agents = {author}
+                        else:
+                            b.new_agents.add(author)
                 if submolt:
-                    b.submolts.add(submolt)  # type: ignore[union-attr]
+                    if b.submolts is None:
+                        b.submolts = {submolt}
+                    else:
+                        b.submolts.add(submolt)
         elif kind is VoteEvent:
             self.totals["vote_changes"] += 1
             up, down = event.delta_up, event.delta_down

@@ -68,7 +68,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -154,11 +154,16 @@ class _Thread:
     posted: bool = False
     technical: bool = False
     comments: int = 0
-    agents: set[str] = field(default_factory=set)
+    # the participants: one as itself, a set from the second (most threads have one)
+    agents: str | set[str] | None = None
     code_key: tuple[float, str] | None = None  # latest comment with a backtick
     code_score: float | None = None
     last_key: tuple[float, str] | None = None  # latest comment
     last_score: float | None = None
+
+    def n_agents(self) -> int:
+        agents = self.agents
+        return 0 if agents is None else 1 if type(agents) is str else len(agents)
 
     def score(self) -> float | None:
         return self.code_score if self.code_key is not None else self.last_score
@@ -205,7 +210,7 @@ class CooperationEngine:
         # cooperation (the thresholds) and success, written out: this runs twice an event
         cfg = self.config
         if (th.technical and (th.posted or not cfg.require_post)
-                and th.comments >= cfg.min_comments and len(th.agents) >= cfg.min_agents
+                and th.comments >= cfg.min_comments and th.n_agents() >= cfg.min_agents
                 and th.last - th.first >= self._min_duration):
             score = th.code_score if th.code_key is not None else th.last_score
             return (int(th.first // 86400), 1,
@@ -244,8 +249,16 @@ class CooperationEngine:
                 th.first = t
         if t > th.last:
             th.last = t
-        if item.author is not None:
-            th.agents.add(item.author)
+        author = item.author
+        if author is not None:
+            agents = th.agents
+            if agents is None:
+                th.agents = author
+            elif type(agents) is str:
+                if agents != author:
+                    th.agents = {agents, author}
+            else:
+                agents.add(author)
         low: str | None = None  # the text lower-cased, made once and only when read
         if kind is CommentEvent:
             text = event.content
@@ -283,7 +296,7 @@ class CooperationEngine:
         return {"post_id": pid, "title": th.title, "posted": th.posted,
                 "start": _iso(th.first), "end": _iso(th.last),
                 "duration_seconds": th.last - th.first, "comments": th.comments,
-                "agents": len(th.agents), "solution_score": score,
+                "agents": th.n_agents(), "solution_score": score,
                 "successful": self._successful(th)}
 
     def expire(self, now: float) -> None:

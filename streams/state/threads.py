@@ -34,7 +34,8 @@ Snapshot. The sums are kept incrementally (each event moves its thread's contrib
 an event, and ``partial`` costs O(buckets + days), not O(live posts)). A post is kept live
 for ``retention`` after it was posted, then forgotten (its contribution frozen; later
 comments count in ``threads_late_comments_total``); memory is one record per live post
-(~300 B) plus, once commented, its distinct repliers (a set: ~220 B, ~60 B an entry).
+(~300 B) plus, once commented, its distinct repliers (one as itself; from the second a set:
+~220 B, ~60 B an entry).
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import CommentEvent, PostEvent
@@ -160,7 +161,8 @@ class _Thread:
     upvotes: int = 0
     comments: int = 0
     max_depth: int = 0
-    repliers: set[str] | None = None  # made at the first replier (many posts get none)
+    # the distinct repliers: none (many posts), one as itself, a set from the second
+    repliers: str | set[str] | None = None
     first_comment: float | None = None
     verdict: tuple[str, bool] | None = None  # (bucket at horizon, uncommented)
     due_upvotes: int = 0  # upvotes of the latest event at or before the horizon
@@ -179,6 +181,7 @@ class ThreadsEngine:
         self._by_bucket: dict[str, list[int]] = {}
         self._by_day: dict[int, list[int]] = {}  # by UTC day number
         self._late_comments = 0
+        self._verdicts: dict[tuple[str, bool], tuple[str, bool]] = {}
         self._horizon: list[tuple[float, str]] = []
         self._retire: list[tuple[float, str]] = []
         self._horizon_s = self.config.horizon.total_seconds()
@@ -196,7 +199,8 @@ class ThreadsEngine:
     def _contrib(self, th: _Thread) -> _Contrib:
         when = th.created if th.created is not None else th.first_comment
         reps = th.repliers
-        repliers = len(reps) - (th.author in reps) if reps else 0
+        repliers = (0 if reps is None else int(reps != th.author) if type(reps) is str
+                    else len(reps) - (th.author in reps))
         v = th.verdict
         return (self._bucket(th.upvotes), None if when is None else int(when // 86400),
                 1 if th.created is not None or th.comments else 0, 1 if th.comments else 0,
@@ -274,10 +278,7 @@ class ThreadsEngine:
             if event.depth > th.max_depth:
                 th.max_depth = event.depth
             if item.author is not None:
-                if th.repliers is None:
-                    th.repliers = {item.author}
-                else:
-                    th.repliers.add(item.author)
+                self._add_replier(th, item.author)
             if th.first_comment is None or t < th.first_comment:
                 th.first_comment = t
         else:
@@ -304,14 +305,8 @@ class ThreadsEngine:
         else:
             depth = 0
         repliers = 0
-        if author is not None:
-            reps = th.repliers
-            if reps is None:
-                th.repliers = {author}
-                repliers = int(author != th.author)
-            elif author not in reps:
-                reps.add(author)
-                repliers = int(author != th.author)
+        if author is not None and self._add_replier(th, author):
+            repliers = int(author != th.author)
         first = th.first_comment
         if first is None or t < first:
             th.first_comment = t
@@ -324,6 +319,22 @@ class ThreadsEngine:
             row[2] += depth
             row[3] += repliers
             row[4] += 1
+
+    @staticmethod
+    def _add_replier(th: _Thread, author: str) -> bool:
+        """Add a replier to the thread; whether it is a new one."""
+        reps = th.repliers
+        if reps is None:
+            th.repliers = author
+        elif type(reps) is str:
+            if reps == author:
+                return False
+            th.repliers = {reps, author}
+        elif author in reps:
+            return False
+        else:
+            reps.add(author)
+        return True
 
     def _due_upvotes(self, th: _Thread, t: float, upvotes: int) -> None:
         if t >= th.due_seen and (th.created is None or t <= th.created + self._horizon_s):
@@ -339,7 +350,8 @@ class ThreadsEngine:
                 # bucket's and its day's rows; nothing else of the thread's contribution moves
                 unc = int(th.first_comment is None or th.first_comment > due)
                 vb = self._bucket(th.due_upvotes)
-                th.verdict = (vb, bool(unc))
+                verdict = (vb, bool(unc))  # one tuple per value, shared by the posts
+                th.verdict = self._verdicts.setdefault(verdict, verdict)
                 vrow = self._by_bucket.get(vb)
                 if vrow is None:
                     vrow = self._by_bucket[vb] = [0] * 7
@@ -386,7 +398,7 @@ class ThreadsEngine:
             return None
         return {"post_id": post_id, "author": th.author, "upvotes": th.upvotes,
                 "bucket": self._bucket(th.upvotes), "comments": th.comments,
-                "depth": th.max_depth, "repliers": len((th.repliers or set()) - {th.author})}
+                "depth": th.max_depth, "repliers": self._contrib(th)[5]}
 
     def snapshot(self) -> Snapshot:
         return totals_snapshot(self.partial(), self.config.buckets)
