@@ -67,7 +67,7 @@ import hashlib
 import re
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import compress, islice
 
 import numpy as np
 
@@ -180,9 +180,12 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
                 if host not in _OWN_HOSTS:
                     out.add(f"url:{host}")
     words = text.words  # a contract is a word token (ASCII letters and digits)
-    if len(raw) >= 32 and max(map(len, words), default=0) >= 32:
-        out.update(f"contract:{w}" for w in words if len(w) >= 32 and _contract(w))
-    words = list(islice(filter(str.isalpha, words[:64]), 40))
+    if len(raw) >= 32 and words:
+        lens = text.word_lengths.tolist()  # (the token cache's lengths: no len() a word)
+        if max(lens) >= 32:
+            out.update(f"contract:{w}" for w, n in zip(words, lens, strict=True)
+                       if n >= 32 and _contract(w))
+    words = list(islice(compress(words, text.word_alpha[:64].tolist()), 40))
     if len(words) >= min_template_words:
         digest = hashlib.blake2b(" ".join(words).encode(), digest_size=6).hexdigest()
         out.add(f"text:{digest}")

@@ -64,7 +64,8 @@ _classify("".join(map(chr, range(128))))
 
 class _Vocab:
     """The token cache: per distinct token (a row) its string, 64-bit id (stored signed, so
-    that arrays are built without Python's big-int path), whether it is a word token, and its
+    that arrays are built without Python's big-int path), whether it is a word token, its
+    length in code points, whether it is all letters (``str.isalpha``), and its
     UTF-8 bytes in one flat array found through the hash table of :mod:`streams.textscan`. Rows
     are only ever used right after they are looked up (the cache is replaced when full)."""
 
@@ -73,6 +74,8 @@ class _Vocab:
         self.strs = np.empty(capacity, object)  # gathered by rows in C: no Python int per token
         self.tid = np.zeros(capacity, np.int64)
         self.isword = np.zeros(capacity, bool)
+        self.nchars = np.zeros(capacity, np.int64)
+        self.isalpha = np.zeros(capacity, bool)
         self.hashes = np.zeros(capacity, np.uint64)
         self.starts = np.zeros(capacity, np.int64)
         self.lens = np.zeros(capacity, np.int64)
@@ -91,7 +94,8 @@ class _Vocab:
         size = sum(map(len, encoded))
         if r1 > len(self.tid):
             grow = max(r1, 2 * len(self.tid)) - len(self.tid)
-            for name in ("strs", "tid", "isword", "hashes", "starts", "lens"):
+            for name in ("strs", "tid", "isword", "nchars", "isalpha", "hashes", "starts",
+                         "lens"):
                 a = getattr(self, name)
                 setattr(self, name, np.concatenate((a, np.zeros(grow, a.dtype))))
         if self.used + size > len(self.chars):
@@ -101,6 +105,7 @@ class _Vocab:
             self.tid[r] = int.from_bytes(hashlib.blake2b(b, digest_size=8).digest(), "little",
                                          signed=True)
             self.isword[r] = t[:1].isalnum() or t[:1] == "_"  # runs of \w, not of punctuation
+            self.nchars[r], self.isalpha[r] = len(t), t.isalpha()
             self.starts[r], self.lens[r] = self.used, len(b)
             self.chars[self.used:self.used + len(b)] = np.frombuffer(b, np.uint8)
             self.used += len(b)
@@ -199,11 +204,13 @@ def ngram_text(tokens: list[str], n: int, start: int) -> str:
 class Text:
     """The tokens of one text and the views engines read, each computed at most once:
     :meth:`of` scans the text once (compiled), one cache look-up a token giving the tokens,
-    their ids and the word tokens; the n-grams of lengths 2..MAX_N of all tokens and of the
-    words come together on the first :meth:`ngram_ids` (one compiled pass over both
-    sequences), :meth:`word_ngram_ids` alone chains only the lengths it needs."""
+    their ids, the word tokens and the words' lengths and all-letter mask; the n-grams of
+    lengths 2..MAX_N of all tokens and of the words come together on the first
+    :meth:`ngram_ids` (one compiled pass over both sequences), :meth:`word_ngram_ids` alone
+    chains only the lengths it needs."""
 
-    __slots__ = ("tokens", "_ids", "_mask", "_words", "_word_ids", "_grams", "_word_grams")
+    __slots__ = ("tokens", "_ids", "_mask", "_words", "_word_ids", "_word_lens", "_word_alpha",
+                 "_grams", "_word_grams")
 
     def __init__(self, tokens: list[str]) -> None:
         self.tokens = tokens
@@ -211,6 +218,8 @@ class Text:
         self._mask: np.ndarray | None = None
         self._words: list[str] | None = None
         self._word_ids: np.ndarray | None = None
+        self._word_lens: np.ndarray | None = None
+        self._word_alpha: np.ndarray | None = None
         self._grams: dict[int, np.ndarray] = {}
         self._word_grams: dict[int, np.ndarray] = {}
 
@@ -219,17 +228,21 @@ class Text:
         """The text tokenised, its token ids and word tokens resolved at once."""
         rows, v = _scan(_cleaned(text))
         t = cls(v.strs[rows].tolist())
-        t._set(rows, v)
-        t._words = v.strs[rows[t._mask]].tolist()  # type: ignore[index]
+        t._words = v.strs[t._set(rows, v)].tolist()
         return t
 
     def _resolve(self) -> None:
         self._set(*_rows(self.tokens))
 
-    def _set(self, rows: np.ndarray, v: _Vocab) -> None:
+    def _set(self, rows: np.ndarray, v: _Vocab) -> np.ndarray:
+        """The views read from the cache rows of the tokens; returns the words' rows."""
         ids = self._ids = v.tid[rows].view(np.uint64)
         mask = self._mask = v.isword[rows]
         self._word_ids = ids[mask]
+        word_rows = rows[mask]
+        self._word_lens = v.nchars[word_rows]
+        self._word_alpha = v.isalpha[word_rows]
+        return word_rows
 
     @property
     def ids(self) -> np.ndarray:
@@ -251,6 +264,35 @@ class Text:
         if self._word_ids is None:
             self._resolve()
         return self._word_ids  # type: ignore[return-value]
+
+    @property
+    def word_lengths(self) -> np.ndarray:
+        """The length of each word token in code points (``len``), int64."""
+        if self._word_lens is None:
+            self._resolve_words()
+        return self._word_lens  # type: ignore[return-value]
+
+    @property
+    def word_alpha(self) -> np.ndarray:
+        """Whether each word token is all letters (``str.isalpha``), bool."""
+        if self._word_alpha is None:
+            self._resolve_words()
+        return self._word_alpha  # type: ignore[return-value]
+
+    def _resolve_words(self) -> None:
+        rows, v = _rows(self.words)
+        self._word_lens, self._word_alpha = v.nchars[rows], v.isalpha[rows]
+
+    def __getstate__(self) -> tuple[None, dict[str, object]]:
+        """The slots but the words' lengths and letter mask (remade from the words when read):
+        a pickled text (a detector's checkpoint holds some) is as before they existed."""
+        return None, {k: getattr(self, k) for k in self.__slots__
+                      if k not in ("_word_lens", "_word_alpha") and hasattr(self, k)}
+
+    def __setstate__(self, state: tuple[None, dict[str, object]]) -> None:
+        self._word_lens = self._word_alpha = None
+        for k, value in state[1].items():
+            setattr(self, k, value)
 
     def ngram_ids(self, n: int) -> np.ndarray:
         """Ids of every n-gram of all tokens (punctuation included), in text order."""

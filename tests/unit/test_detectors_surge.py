@@ -3,14 +3,16 @@ alerts on organic trends, single spammers or steady entities."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from pathlib import Path
 
 from detectors.runner import DetectorConfig, DetectorSuite
-from detectors.surge import SurgeConfig, SurgeDetector, extract_entities
+from detectors.surge import SurgeConfig, SurgeDetector, _contract, extract_entities
 from service.sources.archive import open_archive
 from streams.events import AgentEvent, DeadLetter, PostEvent
 from streams.state.base import Item
@@ -319,3 +321,31 @@ def test_token_scans_equal_the_token_by_token_rule() -> None:
         want = {e for e in scanned_entities(text.tokens, raw) if e.startswith(kinds)}
         if "tick" not in raw:  # (inscriptions add their own tickers)
             assert got == want, raw
+
+
+def word_entities(words: list[str], raw: str, min_words: int) -> set[str]:
+    """Contracts and the text template, word by word: len and str.isalpha of each word."""
+    out = {f"contract:{w}" for w in words if len(raw) >= 32 and len(w) >= 32 and _contract(w)}
+    template = list(islice((w for w in words[:64] if w.isalpha()), 40))
+    if len(template) >= min_words:
+        out.add("text:" + hashlib.blake2b(" ".join(template).encode(), digest_size=6).hexdigest())
+    return out
+
+
+def test_contracts_and_templates_equal_the_word_by_word_rule(moltbook_data: Path) -> None:
+    """The contracts and the template read through the text's word lengths and letter mask
+    equal the word-by-word rule on real texts and on random ones dense in long words, digits,
+    non-ASCII letters and words past the 64th."""
+    real = sorted({e.text for e in open_archive([moltbook_data])
+                   if isinstance(e, PostEvent)})[::5]
+    rng = random.Random(5)
+    parts = ["a" * 32, "b" * 31, "9" + "c" * 31, "0x" + "ab" * 20, "é" * 33, "ünï", "word", "42",
+             "x1", "ǅz", "ß" * 16, "Σ" * 32, "__", "_" + "k" * 31]
+    made = [" ".join(rng.choice(parts) for _ in range(rng.randint(0, 90))) for _ in range(1500)]
+    assert len(real) > 200
+    for raw in (*real, *made):
+        text = Text.of(raw)
+        kinds = ("contract:", "text:")
+        for min_words in (1, 8):
+            got = {e for e in extract_entities(text, raw, min_words) if e.startswith(kinds)}
+            assert got == word_entities(text.words, raw, min_words), raw[:80]

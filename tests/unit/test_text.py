@@ -165,3 +165,43 @@ def test_every_code_point_is_classed_as_the_pattern_classes_it(
     for s in (chars, shuffled, shuffled.upper()):
         assert tokenize(s) == plain_tokens(s)
         assert Text.of(s).words == [t for t in plain_tokens(s) if re.fullmatch(r"\w+", t)]
+
+
+def check_word_views(s: str, t: Text) -> None:
+    words = [w for w in plain_tokens(s) if re.fullmatch(r"\w+", w)]
+    lens, alpha = t.word_lengths, t.word_alpha
+    assert lens.dtype == np.int64 and alpha.dtype == bool
+    assert lens.tolist() == [len(w) for w in words], s[:80]
+    assert alpha.tolist() == [w.isalpha() for w in words], s[:80]
+
+
+def test_word_lengths_and_letter_mask_on_real_texts() -> None:
+    """The words' lengths and all-letter mask, read from the token cache, against len and
+    str.isalpha of the plain rule's words: from :meth:`Text.of`, from tokens alone, and after a
+    pickle round trip (which leaves them out and remakes them)."""
+    for s in (*real_texts()[::7], "", "!", "_x ünïcode ÉTÉ 42 a_b ǅ ß" + "z" * 40):
+        t = Text.of(s)
+        check_word_views(s, t)
+        check_word_views(s, Text(t.tokens))
+        back = pickle.loads(pickle.dumps(t))
+        check_word_views(s, back)
+        check(s, read(back, "ids_first", 3), 3)
+
+
+def test_pickled_text_holds_the_views_it_held_before_the_word_masks() -> None:
+    t = Text.of("Mint $CLAW now 0x" + "ab" * 20)
+    t.ngram_ids(2)
+    state = t.__reduce_ex__(4)[2]
+    assert state[0] is None
+    assert list(state[1]) == ["tokens", "_ids", "_mask", "_words", "_word_ids", "_grams",
+                              "_word_grams"]
+    assert t.word_lengths.tolist() == [4, 4, 3, 42]  # (the pickle did not drop them here)
+
+
+def test_word_views_across_cache_clears(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text_module, "_CACHE_MAX", 50)
+    monkeypatch.setattr(text_module, "_vocab", text_module._Vocab(capacity=4))
+    for i, s in enumerate(real_texts()[::40]):
+        t = Text.of(s)
+        Text.of(real_texts()[-1 - i])  # another text between: clears, reuses rows
+        check_word_views(s, t)
