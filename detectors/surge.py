@@ -386,15 +386,6 @@ class SurgeDetector:
         if len(e.posts) < cfg.min_posts * 0.5:
             return None  # fewer recent posts than any bar (the window's are among them)
         w_start = now - cfg.window_s
-        count_w = prev_w = base = 0.0
-        for idx, n in e.buckets:
-            start = idx * cfg.bucket_s
-            if start >= w_start:
-                count_w += n
-            else:
-                base += n
-                if start >= w_start - cfg.window_s:
-                    prev_w += n
         for a, t in list(e.accounts.items()):
             if t <= w_start:
                 del e.accounts[a]
@@ -403,6 +394,19 @@ class SurgeDetector:
         novel = e.first_seen - start >= cfg.warmup_s and now - e.first_seen <= cfg.novel_s
         if not (novel or ongoing) and e.name.startswith("text:"):
             return None  # a recurring stock text is background, whatever its clumps
+        # too few accounts for the lowest bar its buckets could give it: no bucket scan
+        low = 0.5 if ongoing else 1.0 if novel else min(1.0, cfg.established_factor)
+        if len(e.accounts) < cfg.min_accounts * low:
+            return None
+        count_w = prev_w = base = 0.0
+        for idx, n in e.buckets:
+            at = idx * cfg.bucket_s  # (the bucket's start)
+            if at >= w_start:
+                count_w += n
+            else:
+                base += n
+                if at >= w_start - cfg.window_s:
+                    prev_w += n
         observed = min(cfg.baseline_s, w_start - max(e.first_seen, start))
         expected = base * cfg.window_s / max(observed, cfg.window_s)
         # hysteresis: an open incident holds at half the bar; an established entity needs more,

@@ -349,3 +349,18 @@ def test_contracts_and_templates_equal_the_word_by_word_rule(moltbook_data: Path
         for min_words in (1, 8):
             got = {e for e in extract_entities(text, raw, min_words) if e.startswith(kinds)}
             assert got == word_entities(text.words, raw, min_words), raw[:80]
+
+
+def test_established_bar_below_half_still_counts_accounts_after_the_buckets() -> None:
+    """An established_factor under 0.5 lowers the accounts bar under an open incident's: two
+    accounts flooding an established ticker then pass (the accounts test read before the bucket
+    scan must take the lowest bar any bucket count could give)."""
+    steady = [post(7000 + k, 600 * k + 1, f"fan{k % 12}", "$GM gm daily $GM check in")
+              for k in range(24)]
+    jump = [post(8000 + k, 4 * 3600 + 5 * k, f"gm_bot_{k % 2}", "$GM gm daily $GM check in")
+            for k in range(40)]
+    cfg = SurgeConfig(established_factor=0.4)
+    found = run(steady + jump, cfg)
+    assert found and found[0].key == "token:GM" and found[0].evidence["novel"] is False
+    assert found[0].evidence["distinct_accounts"] < cfg.min_accounts
+    assert not run(steady + jump)  # (the default factor: too few accounts)
