@@ -106,7 +106,7 @@ class _Act:
     agent: str
     target: str
     text: str  # its start, for the evidence
-    pairs: list[Pair]  # the co-actions this act made when it arrived
+    pairs: tuple[Pair, ...]  # the co-actions this act made when it arrived
 
 
 def _bump(counter: dict[Any, int], key: Any, by: int) -> None:
@@ -138,8 +138,12 @@ class LockstepDetector:
     def __init__(self, config: LockstepConfig | None = None) -> None:
         self.cfg = config or LockstepConfig()
         self._acts: deque[_Act] = deque()
-        self._by_target: dict[str, deque[_Act]] = {}
-        self._pairs: dict[Pair, dict[str, int]] = {}  # pair -> target -> co-actions
+        # a thread's acts in the window: a list (a deque is 760 bytes even for one act)
+        self._by_target: dict[str, list[_Act]] = {}
+        # pair -> target -> co-actions; a pair with a single co-action (most pairs) holds a
+        # 1-tuple of its target instead (48 bytes, not a dict's 184): len, iteration and ``in``
+        # read both alike
+        self._pairs: dict[Pair, tuple[str] | dict[str, int]] = {}
         self._candidates: set[Pair] = set()  # pairs with at least min_targets targets
         self._targets: dict[str, dict[str, int]] = {}  # agent -> target -> acts
         self._led: dict[str, dict[str, int]] = {}  # agent -> target -> co-actions it led
@@ -158,13 +162,12 @@ class LockstepDetector:
             return
         cfg, t, me, target = self.cfg, item.t, item.author, event.post_id
         key = event.comment_id
-        act = _Act(t, key, me, target, snippet(event.content, cfg.text_chars), [])
+        made: dict[Pair, None] = {}  # one co-action per other agent and direction
         held = self._by_target.get(target)
         if held is None:
-            held = self._by_target[target] = deque()
+            held = self._by_target[target] = []
         elif held[-1].t >= t - 2 * cfg.coact_s:  # (else no held act is recent enough)
             agents: set[str] = set()
-            made: set[Pair] = set()  # one co-action per other agent and direction
             for other in reversed(held):  # the latest first
                 if len(agents) >= cfg.max_coactors or other.t < t - 2 * cfg.coact_s:
                     break  # a thread's acts arrive in event-time order, give or take coact_s
@@ -173,32 +176,44 @@ class LockstepDetector:
                 pair = ((other.agent, me) if other.t < t or (other.t == t and other.key < key)
                         else (me, other.agent))
                 if pair not in made:
-                    made.add(pair)
+                    made[pair] = None
                     agents.add(other.agent)
-                    self._add_pair(act, pair, target)
+                    self._add_pair(pair, target)
+        # most acts make no co-action: they share the empty tuple
+        act = _Act(t, key, me, target, snippet(event.content, cfg.text_chars), tuple(made))
         held.append(act)
         self._acts.append(act)
         _add(self._targets, me, target)
 
-    def _add_pair(self, act: _Act, pair: Pair, target: str) -> None:
-        act.pairs.append(pair)
+    def _add_pair(self, pair: Pair, target: str) -> None:
         self.coactions_total += 1
         targets = self._pairs.get(pair)
         if targets is None:
-            targets = self._pairs[pair] = {target: 1}
+            self._pairs[pair] = (target,)
+            n = 1
+        elif type(targets) is tuple:
+            one = targets[0]
+            self._pairs[pair] = {one: 1, target: 1} if one != target else {target: 2}
+            n = len(self._pairs[pair])
         else:
             targets[target] = targets.get(target, 0) + 1
-        if len(targets) >= self.cfg.min_targets:  # only these can lock: judged without a scan
+            n = len(targets)
+        if n >= self.cfg.min_targets:  # only these can lock: judged without a scan
             self._candidates.add(pair)  # (a count never falls by an addition)
         _add(self._led, pair[0], target)
         _add(self._followed, pair[1], target)
 
     def _drop_pair(self, pair: Pair, target: str) -> None:
         targets = self._pairs[pair]
-        _bump(targets, target, -1)
-        if not targets:
+        if type(targets) is tuple:
             del self._pairs[pair]
-        if len(targets) < self.cfg.min_targets:
+            n = 0
+        else:
+            _bump(targets, target, -1)
+            if not targets:
+                del self._pairs[pair]
+            n = len(targets)
+        if n < self.cfg.min_targets:
             self._candidates.discard(pair)
         _drop(self._led, pair[0], target)
         _drop(self._followed, pair[1], target)
