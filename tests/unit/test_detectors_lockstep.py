@@ -187,3 +187,32 @@ def test_acts_up_to_coact_s_late_pair_the_same(planted: tuple[list[Event], objec
     for e in late:
         d.update(Item.of(e))
     assert {p: set(ts) for p, ts in d._pairs.items()} == dict(recount(events, cfg.coact_s))
+
+
+def test_pair_targets_survive_the_compact_layout() -> None:
+    """A pair's targets move from its single-co-action form to counts and out as acts
+    expire: at every step they, and the pairs that may lock, equal a plain recount of the
+    window's co-actions."""
+    d = LockstepDetector(LockstepConfig(min_targets=2))
+    made: list[tuple[float, tuple[str, str], str]] = []  # (follower's act time, pair, target)
+    plan = [("p1", 0, "a", "b"), ("p3", 500, "c", "a"), ("p1", 1000, "a", "b"),
+            ("p2", 2000, "a", "b"), ("p1", 3000, "a", "b")]  # (a, b) on p1 thrice
+    for k, (post, at, lead, follow) in enumerate(plan):
+        for i, who in enumerate((lead, follow)):
+            t = T0 + timedelta(seconds=at + 10 * i)
+            d.update(Item.of(CommentEvent(id=f"comment:{k}{i}", event_time=t, observed_at=t,
+                                          comment_id=f"{k}{i}", post_id=post, author=who)))
+        made.append((T0.timestamp() + at + 10, (lead, follow), post))
+    for cut in (-100.0, 0.0, 1000.0, 2000.0, 3000.0, 4000.0):
+        d.expire(T0.timestamp() + cut + 5 + d.cfg.window_s)
+        want: dict[tuple[str, str], dict[str, int]] = {}
+        for t, pair, post in made:
+            if t >= T0.timestamp() + cut + 5:  # (the window keeps acts at or after its start)
+                want.setdefault(pair, {}).setdefault(post, 0)
+                want[pair][post] += 1
+        # a pair's single co-action stands alone (count 1); more are counted per target
+        assert {p: v if isinstance(v, dict) else dict.fromkeys(v, 1)
+                for p, v in d._pairs.items()} == want
+        assert d._candidates == {p for p, v in want.items() if len(v) >= 2}
+        assert d.snapshot().value("lockstep_window_pairs") == len(want)
+    assert not d._pairs
