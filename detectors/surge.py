@@ -361,10 +361,12 @@ class SurgeDetector:
             if stats is not None:
                 scored.append((e, stats))
         self._dirty.clear()
-        # Reported entities first (a stable key for an ongoing incident), then by priority.
+        # Reported entities first (a stable key for an ongoing incident), then by priority,
+        # then by name: a tie never falls to the set's order, which the process's string hash
+        # seed sets (live workers and the replay would pick different hosts).
         scored.sort(key=lambda es: (es[0].name not in self._reported,
                                     ENTITY_PRIORITY[es[0].name.split(":", 1)[0]],
-                                    -es[1]["posts_in_window"]))
+                                    -es[1]["posts_in_window"], es[0].name))
         accepted: list[tuple[_Entity, dict, set[str]]] = []
         for e, stats in scored:
             ids = {p.post_id for p in e.posts if p.t > now - cfg.window_s}

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 from pathlib import Path
@@ -364,3 +367,26 @@ def test_established_bar_below_half_still_counts_accounts_after_the_buckets() ->
     assert found and found[0].key == "token:GM" and found[0].evidence["novel"] is False
     assert found[0].evidence["distinct_accounts"] < cfg.min_accounts
     assert not run(steady + jump)  # (the default factor: too few accounts)
+
+
+def tied_flood_findings() -> list[tuple[str, list[str]]]:
+    """A flood that carries two hashtags in every post: the two entities tie on every key."""
+    flood = [post(9000 + k, 3 * 3600 + 5 * k, f"tied_bot_{k}",
+                  f"#zetaflood #alphaflood join the drop now {k}") for k in range(40)]
+    found = run(sorted(background() + flood, key=lambda e: e.event_time))
+    return [(f.key, f.evidence["related_entities"]) for f in found]
+
+
+def test_tied_entities_give_the_same_incident_whatever_the_hash_seed() -> None:
+    # Which entity hosts an incident must not hang on a set's order, which the string hash
+    # seed sets per process: live workers and the replay run in different processes.
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); "
+              "from tests.unit.test_detectors_surge import tied_flood_findings as f; "
+              "print(repr(f()))")
+    root = str(Path(__file__).resolve().parents[2])
+    runs = {subprocess.run([sys.executable, "-c", script, root], check=True, text=True,
+                           capture_output=True, env={**os.environ, "PYTHONHASHSEED": str(s)},
+                           ).stdout for s in range(6)}
+    assert len(runs) == 1
+    found = eval(runs.pop())  # noqa: S307 - our own repr of strings and lists
+    assert found and found[0] == ("hashtag:alphaflood", ["hashtag:zetaflood"])
