@@ -128,7 +128,9 @@ class ManagedProcess:
             self._log = None
 
     def __enter__(self) -> ManagedProcess:
-        return self.start()
+        # ``with proc.start(timeout=...)`` is the usual form: started already, not again (a
+        # second spawn would leave the first process running, unowned, until we exit)
+        return self if self.alive else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from service.embedded import free_port
+from service.embedded import ManagedProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -208,3 +208,17 @@ def test_the_broker_dying_ends_the_stack_as_a_failure(tmp_path: Path) -> None:
     assert out.rstrip().endswith("moltscope: stopped after a failure")
     assert record.read_text().split("\n")[:-1] == [
         "source SIGTERM", "api SIGTERM", "worker SIGTERM", "redis SIGTERM"]
+
+
+def test_with_a_started_process_owns_that_one_process() -> None:
+    proc = ManagedProcess("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"],
+                          lambda: True).start(timeout=10)
+    first = proc.proc
+    assert first is not None
+    try:
+        with proc as p:
+            assert p.proc is first  # not a second spawn, which would leave the first unowned
+        assert first.poll() is not None
+    finally:
+        first.kill()
+        first.wait()
