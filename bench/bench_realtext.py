@@ -77,6 +77,7 @@ if TREE != ROOT:
     _spec.loader.exec_module(realtext)
 else:
     from bench import realtext
+from service.stores.reducer_checkpoint import CHUNK_BYTES  # noqa: E402
 from streams.events import Event  # noqa: E402
 from streams.state.base import Item  # noqa: E402
 
@@ -251,11 +252,12 @@ def child_pipeline(args: argparse.Namespace) -> dict[str, Any]:
         whole = len(pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL))
     except Exception:  # noqa: BLE001
         whole = None
+    streamed = checkpoint_overhead(p) if whole is not None else None
     return {"events": n, "seconds": busy, "rate": n / busy, "gen_seconds": gen[0],
             "first_us": first, "last_us": last, "window": window,
             "first_pace": first_pace, "last_pace": last_pace,
             "peak_rss": peak_rss, "base_rss": base_rss, "states": states, "pickle": whole,
-            "peak_rss_pickled": rss_bytes(), "held_rss": held, "base_held_rss": base_held,
+            "checkpoint_overhead": streamed, "held_rss": held, "base_held_rss": base_held,
             "live": live, "live_empty": live_empty,
             "latest": p.latest, "off_contract": off, "empty": empty,
             "alerts": alert_summary(alerts, args)}
@@ -274,6 +276,19 @@ def alert_summary(alerts: list[Any], args: argparse.Namespace) -> dict[str, Any]
               <= flood.end + (flood.end - flood.start)]
     latency = (min(a.updated_at for a in caught) - flood.start).total_seconds() if caught else None
     return {"incidents": by_type, "flood_caught": bool(caught), "flood_latency_s": latency}
+
+
+def checkpoint_overhead(p: Any) -> int:
+    """Bytes a checkpoint holds beside the state while it is written: ``ReducerCheckpoint``
+    streams the pickle to Redis in chunks, so what stays is the pickler's memo (an entry for
+    every object) and its frames, traced here while the state is pickled to /dev/null."""
+    tracemalloc.start()
+    try:
+        with open(os.devnull, "wb") as sink:
+            pickle.Pickler(sink, protocol=pickle.HIGHEST_PROTOCOL).dump(p)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def pickled_sizes(p: Any) -> dict[str, int | str]:
@@ -555,7 +570,8 @@ def report(args: argparse.Namespace, res: dict[str, dict[str, dict[str, Any]]]) 
     row("generation (not timed above), events/s",
         lambda r: f"{r['events'] / r['gen_seconds']:,.0f}")
     row("peak RSS", lambda r: mb(r["peak_rss"]))
-    row("  then with the state pickled (a checkpoint)", lambda r: mb(r["peak_rss_pickled"]))
+    row("  beside it while a checkpoint streams (memo)",
+        lambda r: mb(r["checkpoint_overhead"]) if r["checkpoint_overhead"] else "-")
     row("held RSS after the run (gc, malloc_trim)", lambda r: mb(r["held_rss"]))
     row("live state (in memory, each object once)", lambda r: mb(sum(r["live"].values())))
     row("pickled pipeline state", lambda r: mb(r["pickle"]) if r["pickle"] else "unpicklable")
@@ -632,7 +648,10 @@ def memory(args: argparse.Namespace, real: dict[str, Any]) -> None:
     # what the process holds beside the state the run gathered (interpreter, libraries and
     # their lazy imports, the corpus, allocator slack) taken as fixed; the gathered state scales
     est_held = real["held_rss"] + grown * (factor - 1)
-    est_pickle = est_held + est_state  # while a checkpoint is written its bytes are held too
+    # while a checkpoint is written: the pickler's memo (it grows with the objects, i.e. the
+    # volume) and the chunk on its way to Redis; the pickle itself is never held whole
+    extra = real["checkpoint_overhead"]
+    est_pickle = est_held + (extra * factor + CHUNK_BYTES if extra else est_state)
     print(f"\nMoltbook peak day ({PEAK_DAY['posts']:,} posts, {PEAK_DAY['comments']:,} "
           f"comments, {PEAK_DAY['agents']:,} active agents) = this stream's peak day x "
           f"{factor:.2f}:")
@@ -648,7 +667,8 @@ def memory(args: argparse.Namespace, real: dict[str, Any]) -> None:
           f"malloc_trim; {mb(real['base_held_rss'])} before it) -> {mb(est_held)} (the live "
           f"state's growth x {factor:.2f}, the rest as is); fits 4 GB: "
           f"{'yes' if est_held < MEMORY_BUDGET else 'NO'}")
-    print(f"  and while a checkpoint is written (its pickle held beside the state): "
+    print(f"  and while a checkpoint is written (streamed in {mb(CHUNK_BYTES)} chunks: the "
+          f"pickler's memo x {factor:.2f} and one chunk beside the state): "
           f"{mb(est_pickle)}; fits 4 GB: {'yes' if est_pickle < MEMORY_BUDGET else 'NO'}")
     ngram_projection()
     print("\nstate by engine (pickle, each with what it references: shared objects counted in "
