@@ -11,8 +11,8 @@ leftmost positions of ``np.searchsorted``.
 >>> import numpy as np
 >>> sorted_search(np.array([1, 3, 3, 7], np.uint64), np.array([3, 0, 8], np.uint64)).tolist()
 [1, 0, 4]
->>> inserted(np.array([1.0, 3.0]), np.array([0.0, 2.0, 4.0]), np.array([0, 1, 2])).tolist()
-[0.0, 1.0, 2.0, 3.0, 4.0]
+>>> inserted(np.array([1, 3]), np.array([0, 2, 4]), np.array([0, 1, 2])).tolist()
+[0, 1, 2, 3, 4]
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def sorted_search(arr: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return out
 
 
-@numba.njit([(U64, U64, I64), (U32, U32, I64), (F64, F64, I64), (I64, I64, I64)], cache=True)
+@numba.njit([(U32, U32, I64), (I64, I64, I64)], cache=True)
 def inserted(column: np.ndarray, values: np.ndarray, pos: np.ndarray,
              ) -> np.ndarray:
     """``np.insert(column, pos, values)`` for non-decreasing ``pos``: one pass."""
@@ -138,13 +138,15 @@ def store_find(sg: np.ndarray, st: np.ndarray, text_agent: np.ndarray, ku: np.nd
     return found, at
 
 
-@numba.njit([(U64, U32, U64, UINT)], cache=True)
-def split_out(sg: np.ndarray, st: np.ndarray, gids: np.ndarray, prefix_mask: np.uint64,
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The other n-grams' store (sorted by id prefix first) split into the adoptions of the
-    n-grams ``gids`` (sorted ids) and the rest, both in store order: (rest ids, rest texts,
-    their ids, their texts). Their prefix ranges are found by galloping searches (O(their
-    adoptions + log)), the rest is copied block by block."""
+@numba.njit([(U64, U32, U64, U32, I64, U64, UINT)], cache=True)
+def store_update(sg: np.ndarray, st: np.ndarray, g: np.ndarray, t: np.ndarray, pos: np.ndarray,
+                 gids: np.ndarray, prefix_mask: np.uint64,
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The other n-grams' store (sorted by id prefix first) with the entries (``g``, ``t``)
+    inserted at their non-decreasing insertion points ``pos`` and the adoptions of the n-grams
+    ``gids`` (sorted ids, none of ``g``) taken out, in one pass: (store ids, store texts, taken
+    ids, taken texts), all in store order. The taken prefix ranges are found by galloping
+    searches (O(their adoptions + log))."""
     n = len(sg)
     hits = np.empty(n, np.int64)
     moved = 0
@@ -170,15 +172,134 @@ def split_out(sg: np.ndarray, st: np.ndarray, gids: np.ndarray, prefix_mask: np.
                 moved += 1
             j += 1
     at = np.sort(hits[:moved])
-    keep_g, keep_t = np.empty(n - moved, sg.dtype), np.empty(n - moved, st.dtype)
-    out_g, out_t = sg[at], st[at]
-    start = 0
-    for k in range(moved + 1):
-        end = at[k] if k < moved else n
-        keep_g[start - k:end - k] = sg[start:end]
-        keep_t[start - k:end - k] = st[start:end]
-        start = end + 1
+    m = len(g)
+    size = n - moved + m
+    keep_g, keep_t = np.empty(size, sg.dtype), np.empty(size, st.dtype)
+    out_g, out_t = np.empty(moved, sg.dtype), np.empty(moved, st.dtype)
+    o, j, i, k = 0, 0, 0, 0  # next output place, old entry, inserted entry, taken entry
+    while i < m or k < moved:  # blocks of old entries between insertions and takings
+        take = i == m or (k < moved and at[k] < pos[i])
+        p = at[k] if take else pos[i]
+        keep_g[o:o + p - j] = sg[j:p]
+        keep_t[o:o + p - j] = st[j:p]
+        o += p - j
+        j = p
+        if take:
+            out_g[k], out_t[k] = sg[p], st[p]
+            k += 1
+            j = p + 1
+        else:
+            keep_g[o], keep_t[o] = g[i], t[i]
+            o += 1
+            i += 1
+    keep_g[o:] = sg[j:]
+    keep_t[o:] = st[j:]
     return keep_g, keep_t, out_g, out_t
+
+
+@numba.njit([(U64, F64, U64, U32, F64, INT)], cache=True)
+def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
+            last: np.ndarray, m: int,
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """New adoptions (ids ``gn``, grouped by id prefix, at times ``tn``) added to the n-gram
+    table (``keys`` sorted, with each n-gram's adopters ``size`` and last adoption ``last``,
+    updated in place for the n-grams it holds). Returns the table with the unseen n-grams
+    inserted (keys, size, last), whether each adoption is of a cascade (``m`` adopters or
+    more) now, the n-grams that became cascades (sorted) and the first adoption of each of
+    them in ``gn``."""
+    n = len(gn)
+    run = np.empty(n + 1, np.int64)  # runs of equal ids: starts, then n
+    r = 0
+    for i in range(n):
+        if i == 0 or gn[i] != gn[i - 1]:
+            run[r] = i
+            r += 1
+    run[r] = n
+    rg = np.empty(r, np.uint64)
+    rc = np.empty(r, np.int64)
+    rt = np.empty(r, np.float64)
+    for j in range(r):
+        rg[j], rc[j] = gn[run[j]], run[j + 1] - run[j]
+        t = tn[run[j]]
+        for i in range(run[j] + 1, run[j + 1]):
+            t = max(t, tn[i])
+        rt[j] = t
+    pos = sorted_search(keys, rg)
+    nk = len(keys)
+    hit = np.zeros(r, np.bool_)
+    before = np.empty(r, np.uint32)
+    for j in range(r):
+        if pos[j] < nk and keys[pos[j]] == rg[j]:
+            hit[j] = True
+            before[j] = size[pos[j]]  # before any run adds (an n-gram may have several runs)
+    for j in range(r):
+        if hit[j]:
+            e = pos[j]
+            size[e] += np.uint32(rc[j])
+            last[e] = max(last[e], rt[j])
+    # the unseen n-grams, by id: their adopters and last adoption summed over their runs
+    miss = np.flatnonzero(~hit)
+    miss = miss[np.argsort(rg[miss], kind="mergesort")]
+    ng = np.empty(len(miss), np.uint64)
+    nc = np.zeros(len(miss), np.uint32)
+    nt = np.full(len(miss), -np.inf)
+    npos = np.empty(len(miss), np.int64)
+    nfirst = np.empty(len(miss), np.int64)
+    group = np.empty(r, np.int64)  # a missed run's n-gram among the unseen
+    u = -1
+    for j in miss:
+        if u < 0 or rg[j] != ng[u]:
+            u += 1
+            ng[u], npos[u], nfirst[u] = rg[j], pos[j], run[j]
+        group[j] = u
+        nc[u] += np.uint32(rc[j])
+        nt[u] = max(nt[u], rt[j])
+        nfirst[u] = min(nfirst[u], run[j])
+    u += 1
+    # cascades now, per adoption, and the n-grams that crossed (first adoption in gn)
+    cascade = np.empty(n, np.bool_)
+    cross_g = np.empty(r + u, np.uint64)
+    cross_f = np.empty(r + u, np.int64)
+    c = 0
+    for j in range(r):
+        if hit[j]:
+            after = size[pos[j]]
+            now = after >= m
+            if before[j] < m and now:
+                cross_g[c], cross_f[c] = rg[j], run[j]
+                c += 1
+        else:
+            now = nc[group[j]] >= m
+        cascade[run[j]:run[j + 1]] = now
+    for v in range(u):
+        if nc[v] >= m:
+            cross_g[c], cross_f[c] = ng[v], nfirst[v]
+            c += 1
+    order = np.argsort(cross_g[:c], kind="mergesort")
+    crossed = np.empty(c, np.uint64)
+    first = np.empty(c, np.int64)
+    d = -1
+    for j in order:  # an n-gram with several runs crossed once: its first run
+        if d < 0 or cross_g[j] != crossed[d]:
+            d += 1
+            crossed[d], first[d] = cross_g[j], cross_f[j]
+        else:
+            first[d] = min(first[d], cross_f[j])
+    d += 1
+    # the unseen n-grams inserted (sorted, so their insertion points ascend)
+    keys2 = np.empty(nk + u, np.uint64)
+    size2 = np.empty(nk + u, np.uint32)
+    last2 = np.empty(nk + u, np.float64)
+    j = 0
+    for v in range(u + 1):
+        p = npos[v] if v < u else nk
+        keys2[j + v:p + v] = keys[j:p]
+        size2[j + v:p + v] = size[j:p]
+        last2[j + v:p + v] = last[j:p]
+        if v < u:
+            keys2[p + v], size2[p + v], last2[p + v] = ng[v], nc[v], nt[v]
+        j = p
+    return keys2, size2, last2, cascade, crossed[:d], first[:d]
 
 
 @numba.njit([(U64,)], cache=True)

@@ -106,13 +106,14 @@ from streams.state.cascade_kernels import (
     AGENT_BITS,
     argsort_keys,
     batch_ngrams,
+    counted,
     distinct_pairs,
     exposures,
     inserted,
     segment_find,
     sorted_search,
-    split_out,
     store_find,
+    store_update,
 )
 from streams.state.graph import InteractionGraph
 from streams.text import K, Text, ngram_text, token_ids
@@ -294,12 +295,6 @@ def _ordered(cno: np.ndarray, agent: np.ndarray) -> bool:
     return bool(((d > 0) | ((d == 0) & (agent[1:] > agent[:-1]))).all())
 
 
-def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    """values in sorted_set (small): binary searches, no sort of the values (np.isin sorts)."""
-    p = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
-    return sorted_set[p] == values
-
-
 def _places(pos: np.ndarray, n_old: int) -> tuple[np.ndarray, np.ndarray]:
     """Values inserted before the sorted positions ``pos`` of an array of ``n_old``: their
     final places and the mask of the old entries in the result (shared by every column;
@@ -342,22 +337,20 @@ class _Store:
         ids): the leftmost entry not below each in (prefix, agent, id) order."""
         return store_find(self.sg, self.st, text_agent, ku, gu, np.uint64(PREFIX_MASK))
 
-    def add(self, g: np.ndarray, t: np.ndarray, pos: np.ndarray) -> None:
-        """Insert pairs (in store order, none present) at their insertion points ``pos`` (as
-        :meth:`find` gives them)."""
-        if len(g):
-            self.sg = inserted(self.sg, g, pos)
-            self.st = inserted(self.st, t, pos)
-
     def keep(self, mask: np.ndarray) -> None:
         self.sg, self.st = self.sg[mask], self.st[mask]
 
-    def take(self, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Take out the adoptions of the n-grams ``gids`` (sorted): their (ids, texts), in
-        store order. One pass over the store."""
-        self.sg, self.st, out_g, out_t = split_out(self.sg, self.st, gids,
-                                                   np.uint64(PREFIX_MASK))
-        return out_g, out_t
+    def update(self, g: np.ndarray, t: np.ndarray, pos: np.ndarray, gids: np.ndarray,
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Insert pairs (in store order, none present) at their insertion points ``pos`` (as
+        :meth:`find` gives them) and take out the adoptions of the n-grams ``gids`` (sorted,
+        none of the pairs'): their (ids, texts), in store order. One pass over the store, none
+        when there is nothing to do."""
+        if len(g) or len(gids):
+            self.sg, self.st, out_g, out_t = store_update(self.sg, self.st, g, t, pos, gids,
+                                                          np.uint64(PREFIX_MASK))
+            return out_g, out_t
+        return self.sg[:0], self.st[:0]
 
     def of(self, gid: np.uint64) -> np.ndarray:
         """First-use texts of one n-gram's adoptions (agent order)."""
@@ -648,7 +641,8 @@ class CascadeEngine:
         is_cascade[new] = cascade
         new_s, pos_s = rest[~found_s], at_s[~found_s]
         stay = ~is_cascade[new_s]
-        self._small.add(gu[new_s[stay]], xu[new_s[stay]], pos_s[stay])
+        moved_g, moved_t = self._small.update(gu[new_s[stay]], xu[new_s[stay]], pos_s[stay],
+                                              crossed)
         nf = ~found_b
         adds = [(cno[nf], xu[ci[nf]], at_b[nf], main_b[nf])]
         if len(crossed):  # number the new cascades; their earlier adoptions join their store
@@ -660,12 +654,8 @@ class CascadeEngine:
             self._big.grow(old)
             adds[0] = (np.flatnonzero(old)[cno[nf]], *adds[0][1:])  # the others renumbered
             joining = new_s[~stay]
-            gids, texts = [gu[joining]], [xu[joining]]
-            moved_g, moved_t = self._small.take(crossed)
-            gids.append(moved_g)
-            texts.append(moved_t)
-            jt = np.concatenate(texts)
-            jc = np.searchsorted(self._cids, np.concatenate(gids))
+            jt = np.concatenate((xu[joining], moved_t))
+            jc = np.searchsorted(self._cids, np.concatenate((gu[joining], moved_g)))
             # a new cascade's adoptions go where its (empty) segment is in both levels; all
             # the adoptions merged in (cascade, agent) order (two sorted runs: one pass)
             order = np.argsort((jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt])
@@ -709,51 +699,16 @@ class CascadeEngine:
         cascades. Returns which new adoptions are of cascades, and the new cascades."""
         if not len(gn):
             return np.zeros(0, bool), np.zeros(0, np.uint64)
-        m = self.config.min_adopters
-        run = np.flatnonzero(np.r_[True, gn[1:] != gn[:-1]])
-        rg, rc = gn[run], np.diff(np.r_[run, len(gn)])
-        rt = np.maximum.reduceat(tn, run)
-        pos = sorted_search(self._keys, rg)
-        hit = pos < len(self._keys)
-        hit[hit] = self._keys[pos[hit]] == rg[hit]
-        e = pos[hit]
-        before = self._size[e]
-        if (e[1:] > e[:-1]).all():  # each n-gram in one run (nearly always): no scatter-add
-            after = before + rc[hit].astype(np.uint32)
-            self._size[e] = after
-            self._last[e] = np.maximum(self._last[e], rt[hit])
-        else:
-            np.add.at(self._size, e, rc[hit].astype(np.uint32))
-            np.maximum.at(self._last, e, rt[hit])
-            after = self._size[e]
-        crossed = rg[hit][(before < m) & (after >= m)]
-        # n-grams seen for the first time (a prefix-run may repeat one: sum its runs)
-        ng, inverse = np.unique(rg[~hit], return_inverse=True)
-        nc = np.bincount(inverse, weights=rc[~hit], minlength=len(ng)).astype(np.uint32)
-        nt = np.full(len(ng), -np.inf)
-        np.maximum.at(nt, inverse, rt[~hit])
-        at = sorted_search(self._keys, ng)
-        self._keys = inserted(self._keys, ng, at)
-        self._size = inserted(self._size, nc, at)
-        self._last = inserted(self._last, nt, at)
-        born = ng[nc >= m]
-        crossed = np.concatenate((crossed, born))
-        crossed = np.unique(crossed)
+        self._keys, self._size, self._last, cascade, crossed, first = counted(
+            gn, tn, self._keys, self._size, self._last, self.config.min_adopters)
         if len(crossed):
-            self._name(crossed, gn, srcn, origin)
-        run_cascade = np.empty(len(rg), bool)
-        run_cascade[hit] = after >= m
-        run_cascade[~hit] = (nc >= m)[inverse]
-        return np.repeat(run_cascade, rc), crossed
+            self._name(srcn[first], origin)
+        return cascade, crossed
 
-    def _name(self, crossed: np.ndarray, gn: np.ndarray, srcn: np.ndarray, origin: tuple,
-              ) -> None:
-        """The words of n-grams that just became cascades (``crossed``, sorted: the order they
-        are numbered in), from a buffered text using them."""
+    def _name(self, flat: np.ndarray, origin: tuple) -> None:
+        """The words of n-grams that just became cascades (in id order: the order they are
+        numbered in), from the buffered uses ``flat`` (their first in the merge)."""
         part_ends, where, text_of, offsets, texts = origin
-        pick = _member(gn, crossed)
-        _, idx = np.unique(gn[pick], return_index=True)
-        flat = srcn[pick][idx]
         ns = self.config.n_range[0] + np.searchsorted(part_ends, flat, side="right")
         ti = text_of[flat]
         starts = where[flat] - offsets[ti]

@@ -316,8 +316,8 @@ def test_kernels_match_numpy() -> None:
         q[100:120] = q[100:120][::-1]
         assert np.array_equal(kernels.sorted_search(arr, q), np.searchsorted(arr, q))
         pos = np.sort(rng.integers(0, n + 1, 40))
-        vals = rng.random(40)
-        col = rng.random(n)
+        vals = rng.integers(0, 2**32, 40).astype(np.uint32)
+        col = rng.integers(0, 2**32, n).astype(np.uint32)
         assert np.array_equal(kernels.inserted(col, vals, pos), np.insert(col, pos, vals))
         keys = rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)
         keys[: n // 2] = keys[n // 2: 2 * (n // 2)]  # repeats: the order among them kept
@@ -342,12 +342,54 @@ def test_kernels_match_numpy() -> None:
         want = (gg & int(mask), a, gg)
         assert at[i] == sum(r < want for r in rows)
         assert found[i] == (want in rows)
+    # one pass: new pairs inserted (none of the taken n-grams) and the taken n-grams' out
     taken = np.unique(rng.choice(ids, 12))
-    rest_g, rest_t, out_g, out_t = kernels.split_out(g, t, taken, mask)
-    out = np.isin(g, taken)
-    assert out.any() and not out.all()
-    for got, want in ((rest_g, g[~out]), (rest_t, t[~out]), (out_g, g[out]), (out_t, t[out])):
-        assert np.array_equal(got, want)
+    stay = ~np.isin(qg, taken) & ~found
+    add_g, add_t = qg[stay], np.arange(400, 400 + stay.sum(), dtype=np.uint32)
+    for sel in (slice(0, 0), slice(None)):
+        rest_g, rest_t, out_g, out_t = kernels.store_update(g, t, add_g[sel], add_t[sel],
+                                                            at[stay][sel], taken, mask)
+        out = np.isin(g, taken)
+        assert out.any() and not out.all()
+        keep_g = np.insert(g, at[stay][sel], add_g[sel])
+        keep_t = np.insert(t, at[stay][sel], add_t[sel])
+        mine = ~np.isin(keep_g, taken)
+        for got, want in ((rest_g, keep_g[mine]), (rest_t, keep_t[mine]), (out_g, g[out]),
+                          (out_t, t[out])):
+            assert np.array_equal(got, want)
+    no_take = kernels.store_update(g, t, add_g, add_t, at[stay], taken[:0], mask)
+    assert np.array_equal(no_take[0], np.insert(g, at[stay], add_g))
+    assert len(no_take[2]) == 0
+
+
+def test_counted_is_the_tables_plain_update() -> None:
+    """The n-gram table's update against a plain dict recount: adoptions grouped by prefix
+    (an n-gram may come in several runs), existing and unseen n-grams, crossings."""
+    rng = np.random.default_rng(11)
+    m = 4
+    for n_old, n_new in ((0, 30), (40, 0), (60, 300), (500, 2_000)):
+        keys = np.unique(rng.integers(0, 200, n_old).astype(np.uint64) * np.uint64(2**40))
+        size = rng.integers(1, 7, len(keys)).astype(np.uint32)
+        last = rng.random(len(keys)) * 10
+        gn = (rng.integers(0, 260, n_new).astype(np.uint64) * np.uint64(2**40)
+              | rng.integers(0, 2, n_new).astype(np.uint64))  # ids 2^40 apart: shared prefixes
+        gn = gn[np.argsort(gn >> np.uint64(40), kind="stable")]  # grouped by prefix only
+        tn = rng.random(n_new) * 10
+        want = {int(k): (int(s), float(t)) for k, s, t in zip(keys, size, last, strict=True)}
+        was = {k: v[0] for k, v in want.items()}
+        firsts: dict[int, int] = {}
+        for i, (g, t) in enumerate(zip(gn.tolist(), tn.tolist(), strict=True)):
+            s0, t0 = want.get(g, (0, -np.inf))
+            want[g] = (s0 + 1, max(t0, t))
+            firsts.setdefault(g, i)
+        k2, s2, l2, cascade, crossed, first = kernels.counted(gn, tn, keys.copy(), size.copy(),
+                                                             last.copy(), m)
+        assert k2.tolist() == sorted(want)
+        assert [(int(s), float(t)) for s, t in zip(s2, l2, strict=True)] == [
+            want[k] for k in sorted(want)]
+        assert cascade.tolist() == [want[g][0] >= m for g in gn.tolist()]
+        cross = sorted(g for g in firsts if was.get(g, 0) < m <= want[g][0])
+        assert crossed.tolist() == cross and first.tolist() == [firsts[g] for g in cross]
 
 
 def test_batch_ngrams_are_each_texts_kept_ngrams() -> None:
