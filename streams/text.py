@@ -1,6 +1,8 @@
 """One text path: every text is tokenised once, and every lexical engine reads the same tokens.
 
 The published rule (metrics.md A1; Molt Dynamics B): URLs removed, lower case, word tokens.
+A URL is what ``(?:https?://|www\\.)\\S+`` (case-insensitive) matches in the lower-cased text,
+as if replaced by a space (the compiled scan skips it: no regular expression pass).
 Choice (the papers name nltk, whose ``word_tokenize`` needs punkt data that cannot be
 downloaded): nltk's ``wordpunct_tokenize`` pattern ``\\w+|[^\\w\\s]+``, i.e. runs of word
 characters and runs of punctuation (``\\w`` and ``\\s`` exactly as the regular expression
@@ -40,7 +42,6 @@ import numpy as np
 
 from streams import textscan
 
-URL_RE = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
 # the classes of the pattern \w+|[^\w\s]+, by the regular expression engine's own \w and \s
 _WORD_RE = re.compile(r"\w")
 _SPACE_RE = re.compile(r"\s")
@@ -129,22 +130,30 @@ def _fresh(rows: np.ndarray, v: _Vocab) -> tuple[np.ndarray, _Vocab]:
     return np.full(len(rows), -1, np.int64), _vocab
 
 
-def _scan(low: str) -> tuple[np.ndarray, _Vocab]:
-    """The cache rows of the tokens of a lower-cased text without URLs (new tokens added) and
-    the cache they index: valid until the next call."""
+def _scan(low: str) -> tuple[np.ndarray, np.ndarray, _Vocab]:
+    """The cache rows of the tokens of a lower-cased text (URLs left out; new tokens added),
+    those of its word tokens, and the cache they index: valid until the next call (views of
+    the scan's scratch)."""
+    global _out
     data = np.frombuffer(low.encode("utf-8"), np.uint8)
-    v = _vocab
-    rows, missing = textscan.scan(data, _cls, *v.table())
+    n = len(data)
+    if 2 * n > len(_out):
+        _out = np.zeros(max(2 * n, 2 * len(_out)), np.int64)
+    out, v = _out, _vocab
+    k, m, missing = textscan.scan(data, _cls, *v.table(), v.isword, out)
     if missing < 0:  # a code point met for the first time
         _classify("".join(set(low)))
-        rows, missing = textscan.scan(data, _cls, *v.table())
+        k, m, missing = textscan.scan(data, _cls, *v.table(), v.isword, out)
     if missing:
-        rows, v = _fresh(rows, v)
+        rows, v = _fresh(out[:k], v)
         raw = data.tobytes()
         v.add(list(dict.fromkeys(raw[s:e].decode("utf-8") for (s, e), r in zip(
             textscan.bounds(data, _cls).tolist(), rows.tolist(), strict=True) if r < 0)))
-        rows, _ = textscan.scan(data, _cls, *v.table())
-    return rows, v
+        k, m, _ = textscan.scan(data, _cls, *v.table(), v.isword, out)
+    return out[:k], out[n:n + m], v
+
+
+_out = np.zeros(1 << 14, np.int64)  # the scan's scratch (:func:`_scan`), grown as needed
 
 
 def tokenize(text: str) -> list[str]:
@@ -153,15 +162,8 @@ def tokenize(text: str) -> list[str]:
     >>> tokenize("Hello, World! see https://moltbook.com/p/1 now")
     ['hello', ',', 'world', '!', 'see', 'now']
     """
-    rows, v = _scan(_cleaned(text))
+    rows, _, v = _scan(text.lower())
     return v.strs[rows].tolist()  # type: ignore[no-any-return]
-
-
-def _cleaned(text: str) -> str:
-    text = text.lower()
-    if "http" in text or "www." in text:  # the substitution scans: skip it when it cannot match
-        text = URL_RE.sub(" ", text)
-    return text
 
 
 def token_ids(tokens: list[str]) -> np.ndarray:
@@ -225,24 +227,28 @@ class Text:
 
     @classmethod
     def of(cls, text: str) -> Text:
-        """The text tokenised, its token ids and word tokens resolved at once."""
-        rows, v = _scan(_cleaned(text))
+        """The text tokenised, its token ids, word tokens and their ids, lengths and letter
+        mask resolved at once (one compiled scan, then one gather of the cache a view)."""
+        rows, word_rows, v = _scan(text.lower())
         t = cls(v.strs[rows].tolist())
-        t._words = v.strs[t._set(rows, v)].tolist()
+        t._ids = v.tid[rows].view(np.uint64)
+        t._words = v.strs[word_rows].tolist()
+        t._word_ids = v.tid[word_rows].view(np.uint64)
+        t._word_lens = v.nchars[word_rows]
+        t._word_alpha = v.isalpha[word_rows]
         return t
 
     def _resolve(self) -> None:
         self._set(*_rows(self.tokens))
 
-    def _set(self, rows: np.ndarray, v: _Vocab) -> np.ndarray:
-        """The views read from the cache rows of the tokens; returns the words' rows."""
+    def _set(self, rows: np.ndarray, v: _Vocab) -> None:
+        """The views read from the cache rows of the tokens."""
         ids = self._ids = v.tid[rows].view(np.uint64)
         mask = self._mask = v.isword[rows]
         self._word_ids = ids[mask]
         word_rows = rows[mask]
         self._word_lens = v.nchars[word_rows]
         self._word_alpha = v.isalpha[word_rows]
-        return word_rows
 
     @property
     def ids(self) -> np.ndarray:

@@ -1,5 +1,5 @@
 """Compiled kernels of the one text path (:mod:`streams.text`): the tokeniser's scan and the
-token cache's hash table, over the UTF-8 bytes of a lower-cased text.
+token cache's hash table, over the UTF-8 bytes of a lower-cased text, URLs left out.
 
 A token is a maximal run of word characters or a maximal run of punctuation characters
 (``\\w+|[^\\w\\s]+``): each code point's class (``SPACE``, ``WORD``, ``PUNCT``; ``UNKNOWN`` until
@@ -7,8 +7,9 @@ A token is a maximal run of word characters or a maximal run of punctuation char
 from a table indexed by code point. The cache keeps each distinct token's UTF-8 bytes in one
 flat array and finds a token's row by an FNV-1a hash of its bytes in an open-addressing table
 (``slots``: row + 1, 0 empty; linear probing), the bytes compared in full: a row is only ever
-found for the very same token. Every array is plain NumPy, owned and grown by
-:mod:`streams.text`.
+found for the very same token. A URL (``(?:https?://|www\\.)\\S+``, the rule's) is skipped
+where it starts, even inside a run, exactly as replacing it by a space before the scan would.
+Every array is plain NumPy, owned and grown by :mod:`streams.text`.
 
 >>> import numpy as np
 >>> cls = np.full(128, SPACE, np.uint8)
@@ -17,6 +18,8 @@ found for the very same token. Every array is plain NumPy, owned and grown by
 >>> data = np.frombuffer(b"gm gm!!", np.uint8)
 >>> bounds(data, cls).tolist()
 [[0, 2], [3, 5], [5, 7]]
+>>> bounds(np.frombuffer(b"gmhttp://xio y", np.uint8), cls).tolist()  # the URL skipped
+[[0, 2], [13, 14]]
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streams.kernels import I64, INT, U8, U8_RO, U64
+from streams.kernels import B1, I64, INT, U8, U8_RO, U64
 
 SPACE, WORD, PUNCT, UNKNOWN = 0, 1, 2, 3
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -48,11 +51,55 @@ def _char(data: np.ndarray, i: int) -> tuple[int, int]:
 
 
 @numba.njit(cache=True)
+def _url_end(data: np.ndarray, i: int, cls: np.ndarray) -> int:
+    """The byte after the URL (``(?:https?://|www\\.)\\S+``, case-insensitive, on a lower-cased
+    text) that starts at byte ``i``; ``i`` if none starts there, -1 if a code point not yet
+    classified decides. The pattern's letters match only themselves in a lower-cased text,
+    but ``s`` also matches U+017F (long s, UTF-8 C5 BF), as the regular expression has it."""
+    n = len(data)
+    if data[i] == 104:  # "http", an optional "s", "://"
+        if i + 4 > n or data[i + 1] != 116 or data[i + 2] != 116 or data[i + 3] != 112:
+            return i
+        j = i + 4
+        if j + 1 < n and data[j] == 0xC5 and data[j + 1] == 0xBF:
+            j += 2
+        elif j < n and data[j] == 115:
+            j += 1
+        if j + 3 > n or data[j] != 58 or data[j + 1] != 47 or data[j + 2] != 47:
+            return i
+        j += 3
+    elif data[i] == 119:  # "www."
+        if i + 4 > n or data[i + 1] != 119 or data[i + 2] != 119 or data[i + 3] != 46:
+            return i
+        j = i + 4
+    else:
+        return i
+    start = j
+    while j < n:  # then every code point up to a space, at least one
+        c, w = _char(data, j)
+        k = cls[c]
+        if k == UNKNOWN:
+            return -1
+        if k == SPACE:
+            break
+        j += w
+    return j if j > start else i
+
+
+@numba.njit(cache=True)
 def _token(data: np.ndarray, i: int, cls: np.ndarray) -> tuple[int, int, np.uint64]:
-    """The next token at or after byte ``i``: (start, end, hash of its bytes); (n, n, 0) when
+    """The next token at or after byte ``i``, URLs skipped (a URL ends the token it starts
+    in, as its replacement by a space does): (start, end, hash of its bytes); (n, n, 0) when
     there is none, and (-1, -1, 0) at a code point not yet classified."""
     n = len(data)
     while i < n:
+        if data[i] == 104 or data[i] == 119:  # "h" or "w": maybe a URL
+            e = _url_end(data, i, cls)
+            if e < 0:
+                return -1, -1, _FNV_OFFSET
+            if e > i:
+                i = e
+                continue
         c, w = _char(data, i)
         kind = cls[c]
         if kind == UNKNOWN:
@@ -66,6 +113,12 @@ def _token(data: np.ndarray, i: int, cls: np.ndarray) -> tuple[int, int, np.uint
                 i += w
                 if i == n:
                     break
+                if data[i] == 104 or data[i] == 119:
+                    e = _url_end(data, i, cls)
+                    if e < 0:
+                        return -1, -1, _FNV_OFFSET
+                    if e > i:
+                        break
                 c, w = _char(data, i)
                 k = cls[c]
                 if k == UNKNOWN:
@@ -107,25 +160,34 @@ def _find(data: np.ndarray, s: int, e: int, h: np.uint64, slots: np.ndarray,
         i = (i + 1) & mask
 
 
-@numba.njit([(U8_RO, U8, I64, U64, I64, I64, U8)], cache=True)
+@numba.njit([(U8_RO, U8, I64, U64, I64, I64, U8, B1, I64)], cache=True)
 def scan(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, hashes: np.ndarray,
-         starts: np.ndarray, lens: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
-    """The cache rows of the tokens of ``data`` (-1: not cached) and how many are missing;
-    (empty, -1) if the text holds a code point not yet classified."""
-    rows = np.empty(len(data), np.int64)
+         starts: np.ndarray, lens: np.ndarray, chars: np.ndarray, isword: np.ndarray,
+         out: np.ndarray) -> tuple[int, int, int]:
+    """The cache rows of the tokens of ``data`` (-1: not cached) written to ``out[:k]`` and
+    those of its word tokens (rows whose ``isword`` is set) to ``out[len(data):][:m]`` (``out``
+    holds ``2 len(data)``: the caller's scratch, so that no array is made here); returns k, m
+    and how many rows are missing, or (0, 0, -1) if the text holds a code point not yet
+    classified."""
+    n = len(data)
     k = 0
+    m = 0
     missing = 0
     i = 0
     while True:
         s, e, h = _token(data, i, cls)
         if s < 0:
-            return rows[:0], -1
+            return 0, 0, -1
         if s == e:
-            return rows[:k], missing
+            return k, m, missing
         r = _find(data, s, e, h, slots, hashes, starts, lens, chars)
-        missing += r < 0
-        rows[k] = r
+        out[k] = r
         k += 1
+        if r < 0:
+            missing += 1
+        elif isword[r]:
+            out[n + m] = r
+            m += 1
         i = e
 
 

@@ -205,3 +205,21 @@ def test_word_views_across_cache_clears(monkeypatch: pytest.MonkeyPatch) -> None
         t = Text.of(s)
         Text.of(real_texts()[-1 - i])  # another text between: clears, reuses rows
         check_word_views(s, t)
+
+
+def test_urls_are_left_out_exactly_as_the_pattern_removes_them() -> None:
+    """The scan skips URLs itself (no regular expression pass): against the pattern's
+    substitution on the edges (a URL inside a run, no character after the prefix, a prefix
+    broken or doubled, U+017F, which the case-insensitive pattern takes for "s", Unicode
+    spaces ending a URL) and on random strings of those pieces."""
+    edges = ("xhttp://a b", "http://", "http:// x", "https://x", "httpſ://x", "HTTPſ://X.io",
+             "wwww.x", "www.", "www. x", "aawww.b.c!d e", "http://a\u3000b", "http://é\u0085z",
+             "http://a http://b", "hhttp://x", "http:/x", "httpss://x", "ftp://x",
+             "..https://x.io/a?b=1)), rest", "https://ſ", "see.www.x.io/a", "İhttp://x")
+    pieces = ("http", "https", "httpſ", "://", ":/", "www", "ww", ".", "s", "ſ", " ", "a",
+              "\u3000", "é", "!", "h", "w", ":", "/", "İ", "\u0085", "WWW.", "Http")
+    rng = random.Random(1)
+    fuzz = ["".join(rng.choices(pieces, k=rng.randint(1, 12))) for _ in range(20_000)]
+    for s in (*edges, *fuzz):
+        assert tokenize(s) == plain_tokens(s), s
+        assert Text.of(s).words == [t for t in plain_tokens(s) if re.fullmatch(r"\w+", t)], s
