@@ -439,6 +439,9 @@ def create_app(config: DriverConfig, io: Collaborators,
                                                      [ev.text for ev in wanted])
                 vectors = {ev.id: v for ev, v in zip(wanted, encoded, strict=True)}
             if admitted:
+                if reducer.resumed:  # this worker's reducer reads the society partition
+                    for ev, partition, offset, raw in admitted:
+                        reducer.handoff.put(partition, offset, raw, ev)
                 await society.send(
                     value=encode_society([Forwarded(ev, vectors.get(ev.id), partition, offset, raw)
                                           for ev, partition, offset, raw in admitted]))

@@ -59,7 +59,7 @@ from typing import Any
 from detectors.alert import Alert
 from detectors.socialisation import SocialisationDetector
 from streams.agent_stage import AgentStage, Society, current_supernodes
-from streams.messages import AgentsPartial, Forwarded, ThreadsPartial, decode_society
+from streams.messages import AgentsPartial, Forwarded, Handoff, ThreadsPartial, decode_society
 from streams.order import ALLOWED_LATENESS_S, IDLE_PARTITION_S, EventTimeOrder
 from streams.pipeline import Pipeline
 from streams.state.base import Snapshot
@@ -145,6 +145,9 @@ class Reducer:
         self.society: Society | None = None  # the inputs last handed to the partitions
         self.socialisation = SocialisationDetector(pipeline.config.detectors.socialisation)
         self.population: Snapshot | None = None  # the partials merged, when they change
+        # the events this worker's ingest parsed, taken instead of parsing them again (never
+        # checkpointed: what it holds is in the society topic)
+        self.handoff = Handoff()
 
     @property
     def buffered(self) -> int:
@@ -158,7 +161,7 @@ class Reducer:
         if offset < self.next_offset:
             return False
         self.next_offset, self.last_raw = offset + 1, raw
-        msg = decode_society(raw)
+        msg = decode_society(raw, self.handoff)
         if isinstance(msg, ThreadsPartial):
             self.pipeline.absorb_threads(msg.partition, msg.next_offset, msg.partial)
             self.dirty = True
@@ -193,8 +196,9 @@ class Reducer:
 
     def release(self) -> None:
         """The society partition went to another worker: when it comes back, a newer
-        checkpoint may exist."""
+        checkpoint may exist; the events ingest left here go to the reducer elsewhere."""
         self.resumed = False
+        self.handoff.clear()
 
     def checkpoint_state(self) -> ReducerState:
         """What a checkpoint holds, as of society offset :attr:`next_offset`."""

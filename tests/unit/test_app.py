@@ -161,6 +161,34 @@ async def test_ingest_dedups_and_dead_letters(worker) -> None:  # type: ignore[n
     assert driver.io.topics.restored == [(0, 0)]  # the partition was restored once
 
 
+async def test_ingest_hands_its_events_to_the_reducer_of_its_worker(worker) -> None:  # type: ignore[no-untyped-def]
+    """Once this worker's reducer reads the society partition, ingest leaves the events it
+    forwards in the reducer's handoff and the reducer takes them from there (one parse)."""
+    app, driver = worker
+    send = driver.topics["society"].send
+
+    async def forwarded(n: int) -> None:
+        for _ in range(500):
+            if send.await_count >= n:
+                return
+            await asyncio.sleep(0.01)
+
+    async with driver.agents["ingest"].test_context() as agent:
+        await agent.put(value=post("1"), key=b"k")
+        await forwarded(1)
+        assert len(driver.reducer.handoff) == 0  # no reducer here yet
+        driver.reducer.resumed = True
+        await agent.put(value=post("2"), key=b"k")
+        await forwarded(2)
+    assert len(driver.reducer.handoff) == 1
+    held = next(iter(driver.reducer.handoff.held.values()))[1]
+    async with driver.agents["reduce"].test_context() as agent:
+        for c in send.await_args_list:
+            await agent.put(value=c.kwargs["value"])
+    assert len(driver.reducer.handoff) == 0 and driver.reducer.buffered == 2
+    assert any(entry[4].event is held for entry in driver.reducer.order.heap)
+
+
 async def test_ingest_embeds_posts_off_the_loop_with_one_embedder() -> None:
     """Posts (not comments, by default) are embedded; the embedder is built once, on the
     first texts; the reducer receives the vectors."""

@@ -318,3 +318,45 @@ def json_spaced(event: PostEvent | CommentEvent) -> bytes:
     import json
 
     return json.dumps(json.loads(event.model_dump_json()), indent=1).encode()
+
+
+def test_reducer_takes_the_events_ingest_handed_over_and_parses_the_rest() -> None:
+    """Ingest's parsed events are taken by place and bytes (no second parse); a miss, other
+    bytes at that place, a release, a full handoff: parsed from the record, same figures."""
+    events = [post("1"), comment("c", "1"), post("2"), post("3")]
+    raws = [json_spaced(e) for e in events]
+    sent = [Forwarded(e, None, 0, i, raw) for i, (e, raw) in enumerate(zip(events, raws,
+                                                                           strict=True))]
+    handed = [e.model_copy() for e in events]  # equal, not the decoded ones
+    r = reducer(partitions=1)
+    r.handoff.capacity = 3
+    for i, (e, raw) in enumerate(zip(handed, raws, strict=True)):
+        r.handoff.put(0, i, raw if i != 1 else raws[0], e)  # place 1: other bytes
+    assert len(r.handoff) == 3  # full: the fourth is not held
+    plain = reducer(partitions=1)
+    for red in (r, plain):
+        red.apply(0, encode_society(sent), wall=0.0)
+        red.tick(wall=FLUSH)
+    assert len(r.handoff) == 0 and r.pipeline.events == len(events)
+    assert r.pipeline.snapshot().samples == plain.pipeline.snapshot().samples
+    r.handoff.put(0, 9, raws[0], handed[0])
+    r.release()  # the society partition went elsewhere: its reducer takes them there
+    assert len(r.handoff) == 0
+
+
+def test_decode_society_takes_handed_events_by_place_and_bytes() -> None:
+    from streams.messages import Handoff, decode_society
+
+    events = [post("1"), post("2"), post("3")]
+    raws = [json_spaced(e) for e in events]
+    sent = [Forwarded(e, None, 2, 5 + i, raw) for i, (e, raw) in enumerate(zip(events, raws,
+                                                                               strict=True))]
+    h = Handoff()
+    h.put(2, 5, raws[0], events[0])
+    h.put(2, 6, raws[0], events[0])  # other bytes than the message's at (2, 6)
+    got = decode_society(encode_society(sent), h)
+    assert isinstance(got, list)
+    assert got[0].event is events[0]  # taken, not parsed
+    assert got[1].event is not events[0] and got[1].event == events[1]  # parsed
+    assert got[2].event == events[2] and got[2].event is not events[2]
+    assert [f.raw for f in got] == raws and len(h) == 0
