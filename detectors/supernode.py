@@ -37,13 +37,16 @@ Defaults (one snapshot per 5 min): 2 h graph, 1 h baseline, 2 snapshots of persi
 percentile over the last 24 h. On the simulator's small day (bench/bench_detectors.py) these
 give no false alert on 20 clean days and catch 20/20 planted hubs 49-73 min after their start.
 
-Cost: per comment, a few dict updates (the window's edge weights, and per target its repliers
-and threads, kept incrementally as edges enter and leave the window); per snapshot, one exact
-PageRank of the window's graph (O(edges) a power iteration).
+Cost: per comment, two dict updates (the window's edge weight by (source, target) pair, and
+the comments of its (target, thread)), kept incrementally as edges enter and leave the window;
+an agent's distinct repliers are the live pairs into it (a count per node, moved only when a
+pair appears or vanishes) and its threads of ``min_thread_replies`` a count moved only when a
+thread crosses that bar. Per snapshot, one exact PageRank of the window's graph (O(edges) a
+power iteration) and one NumPy sort of its agents.
 
 Memory: ``history + graph_window_s / sample_interval_s + persist`` snapshots of at most
 ``max_agents_tracked`` shares each, ``reach_history`` integers, and the interaction edges of one
-``graph_window_s`` (each once in the window's queue, and counted in three dicts).
+``graph_window_s`` (each once in the window's queue, counted in two dicts).
 
 >>> from datetime import datetime, timedelta, timezone
 >>> from streams.events import CommentEvent
@@ -65,10 +68,8 @@ from __future__ import annotations
 
 import statistics
 from array import array
-from collections import Counter, deque
-from collections.abc import Sequence
+from collections import deque
 from dataclasses import dataclass
-from operator import neg
 
 import numpy as np
 
@@ -102,21 +103,6 @@ class SupernodeConfig:
     evidence: EvidenceConfig = DEFAULT  # exemplars, clusters, timeline (detectors.evidence)
 
 
-class _Names(Sequence[str]):
-    """The names of a snapshot's nodes, looked up only for the few a snapshot keeps."""
-
-    __slots__ = ("_names", "_nodes")
-
-    def __init__(self, names: list[str], nodes: list[int]) -> None:
-        self._names, self._nodes = names, nodes
-
-    def __len__(self) -> int:
-        return len(self._nodes)
-
-    def __getitem__(self, i: int) -> str:  # type: ignore[override]
-        return self._names[self._nodes[i]]
-
-
 @dataclass(slots=True)
 class _Snap:
     t: float
@@ -137,7 +123,8 @@ class SupernodeDetector:
         self._gap = max(1, int(self.cfg.graph_window_s // self.cfg.sample_interval_s))
         self._snaps: deque[_Snap] = deque(
             maxlen=self.cfg.history + self._gap + self.cfg.persist)
-        self._edges: deque[tuple[float, str, str, str]] = deque()
+        # the window's comments in arrival order: (time, pair slot, (target, thread), source)
+        self._edges: deque[tuple[float, int, tuple[str, str], str]] = deque()
         # the window's graph, kept as edges enter and leave it: a slot per (source, target)
         # pair in flat int32 arrays (weights 0 = free slot; NumPy reads them without a copy),
         # a node index per agent with live edges
@@ -149,10 +136,13 @@ class SupernodeDetector:
         self._node: dict[str, int] = {}
         self._names: list[str] = []
         self._degree = array("i")  # live pairs touching each node
+        self._repliers = array("i")  # live pairs into each node: its distinct repliers
         self._free_nodes: list[int] = []
         self._p = np.zeros(0)  # the last snapshot's PageRank by node (a warm start)
-        self._repliers: dict[str, Counter[str]] = {}  # target -> replier -> comments
-        self._threads: dict[str, Counter[str]] = {}  # target -> thread -> comments
+        self._thread_n: dict[tuple[str, str], int] = {}  # (target, thread) -> comments
+        # target -> its threads with at least min_thread_replies comments (at least one)
+        self._bar = max(1, self.cfg.min_thread_replies)
+        self._hot: dict[str, int] = {}
         self._anonymous = 0
         self._first_t: float | None = None
         # The background's natural reach: per snapshot, the most distinct repliers drawn by
@@ -176,42 +166,39 @@ class SupernodeDetector:
         t = item.t
         if self._first_t is None:
             self._first_t = t
-        thread = event.post_id
-        self._edges.append((t, source, target, thread))
         slot = self._slot.get((source, target))
         if slot is None:
             slot = self._new_slot(source, target)
         self._w[slot] += 1
-        repliers = self._repliers.get(target)
-        if repliers is None:
-            repliers = self._repliers[target] = Counter()
-            self._threads[target] = Counter()
-        repliers[source] += 1
-        self._threads[target][thread] += 1
+        thread = (target, event.post_id)
+        n = self._thread_n.get(thread, 0) + 1
+        self._thread_n[thread] = n
+        if n == self._bar:
+            self._hot[target] = self._hot.get(target, 0) + 1
+        self._edges.append((t, slot, thread, source))
 
     def expire(self, now: float) -> None:
         """Edges leave the window in arrival order: each is undone once, O(1)."""
         cutoff = now - self.cfg.graph_window_s
         edges = self._edges
+        w, counts, bar = self._w, self._thread_n, self._bar
         while edges and edges[0][0] < cutoff:
-            _, s, t, thread = edges.popleft()
-            slot = self._slot[s, t]
-            self._w[slot] -= 1
-            if not self._w[slot]:
-                self._free_slot(s, t, slot)
-            repliers, threads = self._repliers[t], self._threads[t]
-            n = repliers[s] - 1
-            if n > 0:
-                repliers[s] = n
+            _, slot, thread, source = edges.popleft()
+            w[slot] -= 1
+            if not w[slot]:
+                self._free_slot(source, thread[0], slot)
+            n = counts[thread] - 1
+            if n:
+                counts[thread] = n
             else:
-                del repliers[s]
-            n = threads[thread] - 1
-            if n > 0:
-                threads[thread] = n
-            else:
-                del threads[thread]
-            if not repliers:
-                del self._repliers[t], self._threads[t]
+                del counts[thread]
+            if n == bar - 1:  # the thread falls below the bar
+                target = thread[0]
+                left = self._hot[target] - 1
+                if left:
+                    self._hot[target] = left
+                else:
+                    del self._hot[target]
 
     def _node_of(self, name: str) -> int:
         i = self._node.get(name)
@@ -223,6 +210,7 @@ class SupernodeDetector:
                 i = len(self._names)
                 self._names.append(name)
                 self._degree.append(0)
+                self._repliers.append(0)
             self._node[name] = i
         self._degree[i] += 1
         return i
@@ -238,19 +226,22 @@ class SupernodeDetector:
             self._dst.append(v)
             self._w.append(0)
         self._slot[source, target] = slot
+        self._repliers[v] += 1
         return slot
 
     def _free_slot(self, source: str, target: str, slot: int) -> None:
         del self._slot[source, target]
         self._free_slots.append(slot)
+        self._repliers[self._dst[slot]] -= 1
         for name, i in ((source, self._src[slot]), (target, self._dst[slot])):
             self._degree[i] -= 1
             if not self._degree[i]:
                 del self._node[name]
                 self._free_nodes.append(i)
 
-    def _observe_pagerank(self, now: float, names: Sequence[str], p: np.ndarray) -> None:
-        """One PageRank vector over ``names`` (any scale: it is normalised to shares)."""
+    def _observe_pagerank(self, now: float, nodes: np.ndarray, p: np.ndarray) -> None:
+        """One PageRank vector, ``p[i]`` that of node ``nodes[i]`` (any scale: it is
+        normalised to shares)."""
         total = float(p.sum())
         if total <= 0 or len(p) < 2:
             return
@@ -262,10 +253,18 @@ class SupernodeDetector:
         tracked = self.cfg.max_agents_tracked
         m = min(len(p), max(tracked, k))
         # the top m (and every agent tied with the m-th), ordered by rank then name (names are
-        # distinct: the node index never decides)
+        # distinct: the node index never decides): a stable NumPy sort by value, then each run
+        # of tied values by name
         head = np.flatnonzero(p >= desc[m - 1])
-        order = sorted(zip(map(neg, p[head].tolist()), [names[i] for i in head.tolist()],
-                           strict=True))
+        values = -p[head]
+        by_value = np.argsort(values, kind="stable")
+        values = values[by_value]
+        names = self._names
+        order = list(zip(values.tolist(), [names[i] for i in nodes[head[by_value]].tolist()],
+                         strict=True))
+        tied = np.flatnonzero(values[1:] == values[:-1])
+        for lo, hi in _runs(tied.tolist()):
+            order[lo:hi] = sorted(order[lo:hi])
         shares = {a: -v / total for v, a in order[:tracked]}
         self._snaps.append(_Snap(now, len(p), shares, {a: i + 1 for i, a in enumerate(shares)},
                                  frozenset(a for _, a in order[:k]),
@@ -321,10 +320,11 @@ class SupernodeDetector:
 
     def _reach(self, agents: set[str]) -> dict[str, tuple[int, int]]:
         """Distinct repliers, and threads with ``min_thread_replies`` replies, in the window."""
-        k = self.cfg.min_thread_replies
-        empty: Counter[str] = Counter()
-        return {a: (len(self._repliers.get(a, empty)),
-                    sum(n >= k for n in self._threads.get(a, empty).values())) for a in agents}
+        out = {}
+        for a in agents:
+            i = self._node.get(a)
+            out[a] = (0 if i is None else self._repliers[i], self._hot.get(a, 0))
+        return out
 
     def _judge(self, agent: str, base: list[_Snap], recent: list[_Snap], repliers: int,
                threads: int) -> Finding | None:
@@ -363,11 +363,13 @@ class SupernodeDetector:
         with its number of replies (:func:`detectors.evidence.timeline`); one pass over the
         window's edges, once a snapshot."""
         first: dict[str, float] = {}
-        for t, source, target, _ in self._edges:
-            if target == agent and source not in first:
-                first[source] = t
-        return timeline(first_acts=first, acts=self._repliers.get(agent, Counter()),
-                        cfg=self.cfg.evidence)
+        acts: dict[str, int] = {}
+        for t, _, thread, source in self._edges:
+            if thread[0] == agent:
+                if source not in first:
+                    first[source] = t
+                acts[source] = acts.get(source, 0) + 1
+        return timeline(first_acts=first, acts=acts, cfg=self.cfg.evidence)
 
     def _sample(self, now: float) -> None:
         if self._last_sample is not None and now - self._last_sample < self.cfg.sample_interval_s:
@@ -392,7 +394,7 @@ class SupernodeDetector:
                             start=prev[nodes])
         self._p = np.zeros(len(self._names))
         self._p[nodes] = p
-        self._observe_pagerank(now, _Names(self._names, nodes.tolist()), p)
+        self._observe_pagerank(now, nodes, p)
 
     def snapshot(self) -> Snapshot:
         return Snapshot(samples=[
@@ -402,3 +404,15 @@ class SupernodeDetector:
                    kind="counter", help="Comments without an author (no interaction edge) seen "
                                         "by the super-node detector"),
         ])
+
+
+def _runs(tied: list[int]) -> list[tuple[int, int]]:
+    """The [lo, hi) runs of equal neighbours, from the positions i where value i equals value
+    i + 1 (ascending)."""
+    runs: list[tuple[int, int]] = []
+    for i in tied:
+        if runs and runs[-1][1] == i + 1:
+            runs[-1] = (runs[-1][0], i + 2)
+        else:
+            runs.append((i, i + 2))
+    return runs

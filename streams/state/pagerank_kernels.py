@@ -1,4 +1,5 @@
-"""Compiled kernel of the PageRank power iteration (:mod:`streams.state.pagerank`).
+"""Compiled kernels of the PageRank power iteration (:mod:`streams.state.pagerank`) and of
+Brandes' betweenness (:mod:`streams.state.roles`, :func:`brandes`).
 
 One iteration in NumPy is about eight passes and as many temporary arrays (the sparse product,
 the dangling mass, the teleport, the L1 change); here it is one pass over the edges and two
@@ -119,3 +120,55 @@ def power_iterate(src: np.ndarray, dst: np.ndarray, coef: np.ndarray, p: np.ndar
         if change < tol:
             break
     return p, it
+
+
+@numba.njit([(I64, I64, INT, I64)], cache=True)
+def brandes(indptr: np.ndarray, indices: np.ndarray, n: int,
+            sources: np.ndarray) -> np.ndarray:
+    """Unscaled Brandes dependencies of a directed unweighted graph (CSR of out-edges, no
+    duplicate pairs) summed over ``sources`` in order: a BFS a source, level by level, the
+    frontier in ascending node order and each node's edges in CSR order, path counts and then
+    dependencies added edge by edge in that order: the additions, so the floats, of the
+    level-synchronous NumPy version (``np.add.at`` over each level's edges) it replaces."""
+    bc = np.zeros(n)
+    dist = np.empty(n, np.int64)
+    sigma = np.empty(n)
+    delta = np.empty(n)
+    esrc = np.empty(len(indices), np.int64)  # each edge is kept at most once a BFS
+    edst = np.empty(len(indices), np.int64)
+    ends = np.empty(n + 1, np.int64)  # where each level's edges end
+    frontier = np.empty(n, np.int64)
+    for s in sources:
+        dist[:] = -1
+        sigma[:] = 0.0
+        dist[s], sigma[s] = 0, 1.0
+        frontier[0] = s
+        width, d, kept, levels = 1, 0, 0, 0
+        while width:
+            fresh = 0
+            for f in range(width):
+                u = frontier[f]
+                for k in range(indptr[u], indptr[u + 1]):
+                    v = indices[k]
+                    if dist[v] < 0:  # reached first at this level
+                        dist[v] = d + 1
+                        frontier[width + fresh] = v
+                        fresh += 1
+                    if dist[v] == d + 1:
+                        sigma[v] += sigma[u]
+                        esrc[kept], edst[kept] = u, v
+                        kept += 1
+            ends[levels] = kept
+            levels += 1
+            frontier[:fresh] = np.sort(frontier[width:width + fresh])
+            width = fresh
+            d += 1
+        delta[:] = 0.0
+        for lv in range(levels - 1, -1, -1):
+            for k in range(ends[lv - 1] if lv else 0, ends[lv]):
+                u, v = esrc[k], edst[k]
+                delta[u] += sigma[u] / sigma[v] * (1.0 + delta[v])
+        delta[s] = 0.0
+        for i in range(n):
+            bc[i] += delta[i]
+    return bc

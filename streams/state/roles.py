@@ -15,7 +15,7 @@ bounded:
 - agents: all of them up to ``sample`` (10,000), else a uniform sample of that many (seeded);
   the periphery ratio is then a sample share, within 1.96 sqrt(p(1-p)/m) <= 0.0098 of the
   whole graph's at 95 % (m = 10,000), and per-agent roles exist for the sampled agents;
-- betweenness: exact (Brandes, vectorised level by level over the CSR arrays) up to
+- betweenness: exact (Brandes, level by level over the CSR arrays, compiled) up to
   ``betweenness_exact_max`` agents (1,000), else estimated from ``betweenness_samples``
   (64) uniform pivots with networkx's scaling: each pivot adds one term in [0, 1] per agent,
   so by Hoeffding an agent's estimate is within sqrt(ln(2/0.05) / (2k)) = 0.17 of the exact
@@ -64,6 +64,7 @@ from streams.events import CommentEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.state.graph import InteractionGraph, Pair
 from streams.state.pagerank import pagerank_arrays
+from streams.state.pagerank_kernels import brandes
 
 STEP_PIVOTS = 4  # betweenness pivots a step of a spread run
 STEP_PAIRS = 100_000  # oriented edges whose triangles a step counts
@@ -92,45 +93,17 @@ def betweenness(indptr: np.ndarray, indices: np.ndarray, n: int,
     """Brandes' betweenness of a directed unweighted graph (CSR of out-edges, no duplicate
     pairs), summed over ``pivots`` (all nodes when None) and scaled as networkx scales it
     (normalised, endpoints excluded; sampled pivots as ``betweenness_centrality(k=...)``).
-    Each pivot is one BFS done a level at a time in NumPy, O(edges + levels)."""
+    Each pivot is one BFS done a level at a time (a compiled kernel), O(edges + nodes)."""
     sources = np.arange(n) if pivots is None else pivots
     return _betweenness_scale(_brandes(indptr, indices, n, sources), n, pivots)
 
 
 def _brandes(indptr: np.ndarray, indices: np.ndarray, n: int,
              sources: np.ndarray) -> np.ndarray:
-    """Unscaled Brandes dependencies summed over ``sources``."""
-    bc = np.zeros(n)
-    for s in sources.tolist():
-        dist = np.full(n, -1, np.int64)
-        sigma = np.zeros(n)
-        dist[s], sigma[s] = 0, 1.0
-        frontier = np.array([s])
-        levels: list[tuple[np.ndarray, np.ndarray]] = []
-        d = 0
-        while len(frontier):
-            starts, ends = indptr[frontier], indptr[frontier + 1]
-            cnt = ends - starts
-            total = int(cnt.sum())
-            if not total:
-                break
-            src = np.repeat(frontier, cnt)
-            offs = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-            dst = indices[np.repeat(starts, cnt) + offs]
-            fresh = dst[dist[dst] < 0]
-            dist[fresh] = d + 1
-            keep = dist[dst] == d + 1
-            src, dst = src[keep], dst[keep]
-            np.add.at(sigma, dst, sigma[src])
-            levels.append((src, dst))
-            frontier = np.flatnonzero(dist == d + 1)  # the newly reached, each once, sorted
-            d += 1
-        delta = np.zeros(n)
-        for src, dst in reversed(levels):
-            np.add.at(delta, src, sigma[src] / sigma[dst] * (1.0 + delta[dst]))
-        delta[s] = 0.0
-        bc += delta
-    return bc
+    """Unscaled Brandes dependencies summed over ``sources``: one BFS a source, level by
+    level (:func:`streams.state.pagerank_kernels.brandes`, compiled)."""
+    return brandes(indptr.astype(np.int64), indices.astype(np.int64), n,
+                   np.asarray(sources, np.int64))
 
 
 def _betweenness_scale(bc: np.ndarray, n: int, pivots: np.ndarray | None) -> np.ndarray:

@@ -8,13 +8,14 @@ from datetime import timedelta
 import networkx as nx
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.cluster import KMeans
 from sklearn.metrics import silhouette_score
 from sklearn.preprocessing import StandardScaler
 
 from streams.state.base import Item
 from streams.state.graph import InteractionGraph, synthetic_interactions
-from streams.state.roles import RolesConfig, RolesEngine, role_features, silhouette
+from streams.state.roles import RolesConfig, RolesEngine, _brandes, role_features, silhouette
 from tests.unit.collective_data import thread_events
 
 
@@ -197,3 +198,47 @@ def test_clustering_in_small_steps_equals_networkx(monkeypatch) -> None:
                                                             strict=True))
     want = nx.clustering(ng.to_undirected())
     assert np.allclose(got, [want[a] for a in names], rtol=0, atol=1e-12)
+
+
+def _brandes_numpy(indptr: np.ndarray, indices: np.ndarray, n: int,
+                   sources: np.ndarray) -> np.ndarray:
+    """Brandes level-synchronous in NumPy (each level's path counts and dependencies added by
+    ``np.add.at`` over its edges): the additions the compiled kernel must repeat exactly."""
+    bc = np.zeros(n)
+    for s in sources.tolist():
+        dist = np.full(n, -1, np.int64)
+        sigma = np.zeros(n)
+        dist[s], sigma[s] = 0, 1.0
+        frontier = np.array([s])
+        levels = []
+        d = 0
+        while len(frontier):
+            cnt = indptr[frontier + 1] - indptr[frontier]
+            src = np.repeat(frontier, cnt)
+            dst = np.concatenate([indices[indptr[u]:indptr[u + 1]] for u in frontier.tolist()])
+            dist[dst[dist[dst] < 0]] = d + 1
+            keep = dist[dst] == d + 1
+            src, dst = src[keep], dst[keep]
+            np.add.at(sigma, dst, sigma[src])
+            levels.append((src, dst))
+            frontier = np.flatnonzero(dist == d + 1)
+            d += 1
+        delta = np.zeros(n)
+        for src, dst in reversed(levels):
+            np.add.at(delta, src, sigma[src] / sigma[dst] * (1.0 + delta[dst]))
+        delta[s] = 0.0
+        bc += delta
+    return bc
+
+
+def test_compiled_brandes_repeats_the_numpy_levels_bit_for_bit() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n = int(rng.integers(2, 300))
+        m = int(rng.integers(1, 6 * n))
+        out = sp.csr_matrix((np.ones(m), (rng.integers(0, n, m), rng.integers(0, n, m))),
+                            shape=(n, n))
+        out.sum_duplicates()
+        sources = np.sort(rng.choice(n, min(n, 16), replace=False))
+        got = _brandes(out.indptr, out.indices, n, sources)
+        assert np.array_equal(got, _brandes_numpy(out.indptr, out.indices, n, sources))
