@@ -67,7 +67,7 @@ import hashlib
 import re
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
-from itertools import compress, islice
+from operator import itemgetter
 
 import numpy as np
 
@@ -78,11 +78,11 @@ from detectors.evidence import (
     EvidenceConfig,
     Sighting,
     build_evidence,
-    snippet,
 )
+from detectors.surge_kernels import candidates
 from streams.events import AgentEvent, CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
-from streams.text import Text
+from streams.text import Text, token_ids
 
 ENTITY_PRIORITY = {"mint": 0, "token": 1, "contract": 2, "url": 3, "hashtag": 4, "text": 5}
 _INSCRIPTION_KEYS = frozenset(("p", "op", "tick", "amt"))
@@ -94,6 +94,11 @@ _OWN_HOSTS = ("moltbook.com", "www.moltbook.com")
 _HEX = frozenset("0123456789abcdef")
 _ALNUM_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 _MARKED = re.compile(r"([$#]) (\w+)")  # over tokens joined by spaces
+# the token ids the compiled candidate scan compares (equal tokens, equal ids)
+_DOMAIN_IDS = token_ids(list(TLDS))
+_DOT_ID, _TICK_ID = (int(i) for i in token_ids([".", "tick"]))
+_TEMPLATE_SCAN, _TEMPLATE_WORDS = 64, 40  # the template: first 40 all-letter of the first 64
+_CONTRACT_MIN = 32  # code points of the shortest contract (base58 32-44, EVM 42)
 
 
 def _ticker(word: str, max_len: int) -> bool:
@@ -156,39 +161,42 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
                     out.add(f"token:{nxt.upper()}")
             elif _ticker(nxt, 40) and len(nxt) >= 3:
                 out.add(f"hashtag:{nxt}")
-    if "tick" in raw or "TICK" in raw:
+    # where the other scans can find something: one compiled pass over the ids and word views
+    pos, n_template, n_long, n_dots, tick = candidates(
+        text.ids, text.word_lengths, text.word_alpha, _DOMAIN_IDS, _DOT_ID, _TICK_ID,
+        _TEMPLATE_SCAN, _TEMPLATE_WORDS, _CONTRACT_MIN)
+    at = pos.tolist()
+    if tick and ("tick" in raw or "TICK" in raw):
         fields = inscription(tokens)
-        tick = fields.get("tick", "")
-        if 0 < len(tick) <= 16 and tick[0].isalnum():
-            out.add(f"token:{tick.upper()}")
+        tick_value = fields.get("tick", "")
+        if 0 < len(tick_value) <= 16 and tick_value[0].isalnum():
+            out.add(f"token:{tick_value.upper()}")
             op = fields.get("op")
             if op == "mint":
-                out.add(f"mint:{tick.upper()}")
+                out.add(f"mint:{tick_value.upper()}")
             sig = ":".join(fields.get(k, "") for k in ("p", "op", "tick", "amt"))
-    if _TLD_RE.search(raw):
-        n, i = len(tokens), 0
-        while True:  # the "." tokens, found by list.index (C), 1 <= i < n - 1
-            try:
-                i = tokens.index(".", i + 1, n - 1)
-            except ValueError:
-                break
-            if tokens[i + 1] in _TLD_SET and tokens[i - 1][0].isalnum():
-                j = i - 1  # the host: word (. word)* before the top-level domain
-                while j >= 2 and tokens[j - 1] in (".", "-") and tokens[j - 2][0].isalnum():
-                    j -= 2
-                host = "".join(tokens[j:i + 2])
-                if host not in _OWN_HOSTS:
-                    out.add(f"url:{host}")
-    words = text.words  # a contract is a word token (ASCII letters and digits)
-    if len(raw) >= 32 and words:
-        lens = text.word_lengths.tolist()  # (the token cache's lengths: no len() a word)
-        if max(lens) >= 32:
-            out.update(f"contract:{w}" for w, n in zip(words, lens, strict=True)
-                       if n >= 32 and _contract(w))
-    words = list(islice(compress(words, text.word_alpha[:64].tolist()), 40))
-    if len(words) >= min_template_words:
-        digest = hashlib.blake2b(" ".join(words).encode(), digest_size=6).hexdigest()
-        out.add(f"text:{digest}")
+    dots = [i for i in at[n_template + n_long:] if tokens[i] == "." and tokens[i + 1] in _TLD_SET
+            and tokens[i - 1][0].isalnum()]
+    if dots and _TLD_RE.search(raw):
+        for i in dots:
+            j = i - 1  # the host: word (. word)* before the top-level domain
+            while j >= 2 and tokens[j - 1] in (".", "-") and tokens[j - 2][0].isalnum():
+                j -= 2
+            host = "".join(tokens[j:i + 2])
+            if host not in _OWN_HOSTS:
+                out.add(f"url:{host}")
+    words = text.words
+    if n_long and len(raw) >= 32:  # a contract is a word token (ASCII letters and digits)
+        out.update(f"contract:{w}" for w in map(words.__getitem__, at[n_template:n_template
+                                                                      + n_long])
+                   if _contract(w))
+    if n_template >= min_template_words:
+        if at[n_template - 1] == n_template - 1:  # the first words, all letters: one slice
+            template = " ".join(words[:n_template])
+        else:
+            template = " ".join(itemgetter(*at[:n_template])(words)) if n_template > 1 \
+                else words[at[0]]
+        out.add(f"text:{hashlib.blake2b(template.encode(), digest_size=6).hexdigest()}")
     return out, sig
 
 
@@ -309,17 +317,18 @@ class SurgeDetector:
         else:
             post_id, thread = f"{event.post_id}/{event.comment_id}", event.post_id
         post = _Post(t, author, post_id, thread, text.word_ids[:400], new,
-                     snippet(raw, cfg.evidence.stored_chars), sig)
+                     raw[:cfg.evidence.stored_chars], sig)  # (evidence.snippet, inline)
         idx = t // cfg.bucket_s  # (a float: the bucket's index)
         entities, dirty = self._entities, self._dirty
+        max_accounts = cfg.max_accounts_per_entity
         for name in names:
+            dirty.add(name)
             e = entities.get(name)
             if e is None:  # a new entity: its first bucket, post and account
                 e = entities[name] = _Entity(name, t, t, deque([[idx, 1.0]]),
                                              deque([post], cfg.max_posts_per_entity))
-                if author is not None and cfg.max_accounts_per_entity > 0:
+                if author is not None and max_accounts > 0:
                     e.accounts[author] = t
-                dirty.add(name)
                 if len(entities) > cfg.max_entities:
                     old, _ = entities.popitem(last=False)
                     self._reported.discard(old)
@@ -327,15 +336,15 @@ class SurgeDetector:
             entities.move_to_end(name)
             if t > e.last_seen:
                 e.last_seen = t
-            last = e.buckets[-1] if e.buckets else None
-            if last is not None and last[0] == idx:
+            buckets = e.buckets
+            if buckets and (last := buckets[-1])[0] == idx:
                 last[1] += 1
             else:
-                e.buckets.append([idx, 1.0])
+                buckets.append([idx, 1.0])
             e.posts.append(post)  # (a bounded deque: the oldest post drops out)
             if author is not None:  # an unknown author adds volume, not an account
                 accounts = e.accounts
-                if author in accounts or len(accounts) < cfg.max_accounts_per_entity:
+                if author in accounts or len(accounts) < max_accounts:
                     accounts[author] = t
                 agents = e.incident_agents
                 if agents is not None and (author in agents or len(agents) < 1000):
@@ -343,7 +352,6 @@ class SurgeDetector:
                     first = e.incident_first.get(author)
                     if first is None or t < first:
                         e.incident_first[author] = t
-            dirty.add(name)
 
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg
@@ -353,10 +361,11 @@ class SurgeDetector:
             self._dirty.clear()
             return []
         scored: list[tuple[_Entity, dict]] = []
+        entities, few = self._entities, cfg.min_posts * 0.5
         for name in self._dirty | self._reported:
-            e = self._entities.get(name)
-            if e is None:
-                continue
+            e = entities.get(name)
+            if e is None or len(e.posts) < few:
+                continue  # (fewer recent posts than any bar: the window's are among them)
             stats = self._stats(e, now)
             if stats is not None:
                 scored.append((e, stats))
@@ -384,9 +393,9 @@ class SurgeDetector:
         return [self._finding(e, stats, now) for e, stats, _ in accepted]
 
     def _stats(self, e: _Entity, now: float) -> dict | None:
+        """The evidence of ``e`` if it surges at ``now``, else None (the caller has checked that
+        it keeps enough recent posts for the lowest bar)."""
         cfg = self.cfg
-        if len(e.posts) < cfg.min_posts * 0.5:
-            return None  # fewer recent posts than any bar (the window's are among them)
         w_start = now - cfg.window_s
         for a, t in list(e.accounts.items()):
             if t <= w_start:
