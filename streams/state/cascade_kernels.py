@@ -72,15 +72,23 @@ def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.
                  text_agent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(found, position when found else insertion point) of (cascade, agent) pairs in one
     level of the cascades' store: a binary search by agent in the cascade's segment
-    ``ev[indptr[c]:indptr[c + 1]]`` (texts, sorted by their agent ``text_agent``)."""
+    ``ev[indptr[c]:indptr[c + 1]]`` (texts, sorted by their agent ``text_agent``); the next
+    pair of the same cascade with a larger agent gallops from the previous answer."""
     n = len(cno)
     found = np.zeros(n, np.bool_)
     pos = np.empty(n, np.int64)
     for i in range(n):
         c = cno[i]
         lo, end = indptr[c], indptr[c + 1]
-        hi = end
         a = agent[i]
+        if i and c == cno[i - 1] and a > agent[i - 1]:
+            lo = pos[i - 1]
+        hi, step = lo, 1
+        while hi < end and text_agent[ev[hi]] < a:
+            lo = hi + 1
+            hi = lo + step
+            step *= 2
+        hi = min(hi, end)
         while lo < hi:
             mid = (lo + hi) >> 1
             if text_agent[ev[mid]] < a:

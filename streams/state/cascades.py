@@ -94,6 +94,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -116,7 +117,7 @@ from streams.state.cascade_kernels import (
     store_update,
 )
 from streams.state.graph import InteractionGraph
-from streams.text import K, Text, ngram_text, token_ids
+from streams.text import K, Text, token_ids
 
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS)
 STOP_IDS = np.unique(token_ids(sorted(STOP_WORDS)))
@@ -136,6 +137,7 @@ def kept_ngrams(text: Text, n_range: tuple[int, int] = (3, 5), max_stop_share: f
     """Ids, lengths and start word of the word n-grams of ``text`` (n in n_range, in order of
     n then position) whose stop words are at most ``max_stop_share`` of their words.
 
+    >>> from streams.text import ngram_text
     >>> ids, ns, starts = kept_ngrams(Text.of("The swarm is the answer; the swarm decides."),
     ...                               (3, 3))
     >>> [ngram_text(Text.of("The swarm is the answer; the swarm decides.").words, 3, int(i))
@@ -621,7 +623,7 @@ class CascadeEngine:
             ci, cno = np.empty(0, np.int64), np.empty(0, np.int64)
         ag = (ku[ci] & AGENT_MASK).astype(np.int64)
         if not _ordered(cno, ag):
-            ob = np.argsort((cno.astype(np.uint64) << np.uint64(32)) | ag.astype(np.uint64))
+            ob = argsort_keys((cno.astype(np.uint64) << np.uint64(32)) | ag.astype(np.uint64))
             ci, cno, ag = ci[ob], cno[ob], ag[ob]
         found_b, at_b, main_b = self._big.find(cno, ag, self._ta)
         self._big.earliest(at_b[found_b], tu[ci[found_b]], xu[ci[found_b]], self._tt)
@@ -658,12 +660,12 @@ class CascadeEngine:
             jc = np.searchsorted(self._cids, np.concatenate((gu[joining], moved_g)))
             # a new cascade's adoptions go where its (empty) segment is in both levels; all
             # the adoptions merged in (cascade, agent) order (two sorted runs: one pass)
-            order = np.argsort((jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt])
+            order = argsort_keys((jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt])
             jc, jt = jc[order], jt[order]
             adds.append((jc, jt, self._big.dindptr[jc], self._big.indptr[jc]))
             key = np.concatenate([(c.astype(np.uint64) << np.uint64(32)) | self._ta[t]
                                   for c, t, _, _ in adds])
-            order = np.argsort(key, kind="stable")
+            order = argsort_keys(key)
             adds = [tuple(col[order] for col in map(np.concatenate, zip(*adds, strict=True)))]
         self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)))
         if len(self._keys) > self.config.max_tracked:
@@ -711,13 +713,21 @@ class CascadeEngine:
         part_ends, where, text_of, offsets, texts = origin
         ns = self.config.n_range[0] + np.searchsorted(part_ends, flat, side="right")
         ti = text_of[flat]
-        starts = where[flat] - offsets[ti]
-        blob = "\n".join([ngram_text(texts[t], n, start) for n, t, start
-                          in zip(ns.tolist(), ti.tolist(), starts.tolist(), strict=True)]
-                         ).encode()  # words hold no newline
-        seps = np.flatnonzero(np.frombuffer(blob, np.uint8) == ord("\n"))
-        ends = len(self._words) + np.r_[seps, len(blob)] - np.arange(len(seps) + 1)
-        self._words += blob.replace(b"\n", b"")
+        # the texts naming them, their words joined once (words hold no newline): an n-gram's
+        # words are the bytes from its first word's start to its last word's end
+        used, slot = np.unique(ti, return_inverse=True)
+        buf = np.frombuffer("\n".join(chain.from_iterable(texts[t] for t in used.tolist()))
+                            .encode(), np.uint8)
+        seps = np.flatnonzero(buf == ord("\n"))
+        word = (np.r_[0, np.cumsum(offsets[used + 1] - offsets[used])[:-1]][slot]
+                + where[flat] - offsets[ti])  # its first word among the joined ones
+        b0 = np.r_[0, seps + 1][word]
+        length = np.r_[seps, len(buf)][word + ns - 1] - b0
+        ends = np.cumsum(length)
+        piece = buf[np.repeat(b0 - ends + length, length) + np.arange(ends[-1])]
+        piece[piece == ord("\n")] = ord(" ")
+        self._words += piece.tobytes()
+        ends += len(self._words) - ends[-1]
         self._word_ends.extend(ends.tolist())
 
     def _word(self, gid: int) -> str:

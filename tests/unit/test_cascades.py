@@ -322,6 +322,25 @@ def test_kernels_match_numpy() -> None:
         keys = rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)
         keys[: n // 2] = keys[n // 2: 2 * (n // 2)]  # repeats: the order among them kept
         assert np.array_equal(kernels.argsort_keys(keys), np.argsort(keys, kind="stable"))
+    # the cascades' store: segments sorted by agent, pairs by (cascade, agent) (galloping
+    # within a cascade) and a few out of order (searched afresh)
+    text_agent = rng.integers(0, 50, 600).astype(np.uint32)
+    segs = []
+    for k in rng.integers(0, 40, 12):  # each segment sorted by agent, one text an agent
+        texts = rng.choice(600, k, replace=False)
+        segs.append(texts[np.unique(text_agent[texts], return_index=True)[1]])
+    ev = np.concatenate(segs).astype(np.uint32)
+    indptr = np.r_[0, np.cumsum([len(x) for x in segs])]
+    cno = np.sort(rng.integers(0, 12, 300))
+    agent = rng.integers(0, 52, 300)
+    order = np.lexsort((agent, cno))
+    cno, agent = cno[order], agent[order]
+    agent[50:60] = agent[50:60][::-1]
+    found, pos = kernels.segment_find(ev, indptr, cno, agent, text_agent)
+    for i, (c, a) in enumerate(zip(cno.tolist(), agent.tolist(), strict=True)):
+        seg = text_agent[ev[indptr[c]:indptr[c + 1]]]
+        assert pos[i] == indptr[c] + np.searchsorted(seg, a)
+        assert found[i] == (a in seg.tolist())
     # the other n-grams' store: (prefix, agent, id) order, prefixes of 4 bits
     mask = np.uint64(0xF000_0000_0000_0000)
     ids = rng.integers(0, 2**64, 60, dtype=np.uint64, endpoint=False)
