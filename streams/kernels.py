@@ -34,7 +34,8 @@ B1_A = types.Array(types.boolean, 1, "A")
 INT, UINT, FLOAT, BOOL = types.int64, types.uint64, types.float64, types.boolean
 
 KERNEL_MODULES = ("streams.textscan", "streams.state.cascade_kernels",
-                  "streams.state.pagerank_kernels", "detectors.burst_kernels")
+                  "streams.state.pagerank_kernels", "detectors.burst_kernels",
+                  "detectors.surge_kernels")
 
 
 def warm() -> int:
