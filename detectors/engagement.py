@@ -138,39 +138,38 @@ class EngagementDetector:
         event, t = item.event, item.t
         if self._start is None:
             self._start = t
-        b = self._bucket(t)
-        if b is None:
-            return
-        if isinstance(event, PostEvent):
-            b.posts += 1
-            b.post_ids.add(event.post_id)
-            self._post_bucket[event.post_id] = int(t // self.cfg.bucket_s)
-            self._seen(item, b)
-        elif isinstance(event, CommentEvent):
-            b.comments += 1
-            pb = self._post_bucket.get(event.post_id)
-            if pb is not None and pb in self._buckets:
-                self._buckets[pb].replied.add(event.post_id)
-            self._seen(item, b)
-        elif isinstance(event, VoteEvent):
-            b.votes += abs(event.delta_up) + abs(event.delta_down)
-
-    def _bucket(self, t: float) -> _Bucket | None:
         idx = int(t // self.cfg.bucket_s)
         if self._closed_upto is not None and idx <= self._closed_upto:
-            return None  # late for a judged bucket: dropped rather than rewriting history
+            return  # late for a judged bucket: dropped rather than rewriting history
         b = self._buckets.get(idx)
         if b is None:
             b = self._buckets[idx] = _Bucket()
-        return b
+        kind = type(event)
+        if kind is PostEvent:
+            b.posts += 1
+            b.post_ids.add(event.post_id)
+            self._post_bucket[event.post_id] = idx
+            self._seen(item, b)
+        elif kind is CommentEvent:
+            b.comments += 1
+            pb = self._post_bucket.get(event.post_id)
+            if pb is not None:
+                replied = self._buckets.get(pb)
+                if replied is not None:
+                    replied.replied.add(event.post_id)
+            self._seen(item, b)
+        elif kind is VoteEvent:
+            b.votes += abs(event.delta_up) + abs(event.delta_down)
 
     def _seen(self, item: Item, b: _Bucket) -> None:
         author, t = item.author, item.t
         if author is None:
             return
-        if author in self._agents:
-            self._agents.move_to_end(author)
+        try:
+            self._agents.move_to_end(author)  # seen before: now the most recent
             return
+        except KeyError:
+            pass
         self._agents[author] = None
         if len(self._agents) > self.cfg.max_agents:
             self._agents.popitem(last=False)

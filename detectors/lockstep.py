@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from detectors.alert import Finding, Severity
-from detectors.evidence import Sighting, build_evidence, snippet
+from detectors.evidence import Sighting, build_evidence
 from streams.events import CommentEvent
 from streams.state.base import Item, Sample, Snapshot
 
@@ -158,20 +158,23 @@ class LockstepDetector:
 
     def update(self, item: Item) -> None:
         event = item.event
-        if not isinstance(event, CommentEvent) or item.author is None:
+        me = item.author
+        if me is None or not isinstance(event, CommentEvent):
             return
-        cfg, t, me, target = self.cfg, item.t, item.author, event.post_id
+        cfg, t, target = self.cfg, item.t, event.post_id
         key = event.comment_id
-        made: dict[Pair, None] = {}  # one co-action per other agent and direction
         held = self._by_target.get(target)
         if held is None:
             held = self._by_target[target] = []
+            pairs: tuple[Pair, ...] = ()  # most acts make no co-action: the empty tuple
         elif held[-1].t >= t - 2 * cfg.coact_s:  # (else no held act is recent enough)
+            made: dict[Pair, None] = {}  # one co-action per other agent and direction
             agents: set[str] = set()
+            since, coact, most = t - 2 * cfg.coact_s, cfg.coact_s, cfg.max_coactors
             for other in reversed(held):  # the latest first
-                if len(agents) >= cfg.max_coactors or other.t < t - 2 * cfg.coact_s:
+                if len(agents) >= most or other.t < since:
                     break  # a thread's acts arrive in event-time order, give or take coact_s
-                if other.agent == me or abs(other.t - t) > cfg.coact_s:
+                if other.agent == me or abs(other.t - t) > coact:
                     continue
                 pair = ((other.agent, me) if other.t < t or (other.t == t and other.key < key)
                         else (me, other.agent))
@@ -179,22 +182,29 @@ class LockstepDetector:
                     made[pair] = None
                     agents.add(other.agent)
                     self._add_pair(pair, target)
-        # most acts make no co-action: they share the empty tuple
-        act = _Act(t, key, me, target, snippet(event.content, cfg.text_chars), tuple(made))
+            pairs = tuple(made)
+        else:
+            pairs = ()
+        act = _Act(t, key, me, target, event.content[:cfg.text_chars], pairs)  # its start
         held.append(act)
         self._acts.append(act)
-        _add(self._targets, me, target)
+        counts = self._targets.get(me)
+        if counts is None:
+            self._targets[me] = {target: 1}
+        else:
+            counts[target] = counts.get(target, 0) + 1
 
     def _add_pair(self, pair: Pair, target: str) -> None:
         self.coactions_total += 1
-        targets = self._pairs.get(pair)
+        pairs = self._pairs
+        targets = pairs.get(pair)
         if targets is None:
-            self._pairs[pair] = (target,)
+            pairs[pair] = (target,)
             n = 1
         elif type(targets) is tuple:
             one = targets[0]
-            self._pairs[pair] = {one: 1, target: 1} if one != target else {target: 2}
-            n = len(self._pairs[pair])
+            pairs[pair] = {one: 1, target: 1} if one != target else {target: 2}
+            n = 1 if one == target else 2
         else:
             targets[target] = targets.get(target, 0) + 1
             n = len(targets)
@@ -222,15 +232,29 @@ class LockstepDetector:
         """Acts leave the window in arrival order, each undoing what it made: O(1) each."""
         cutoff = now - self.cfg.window_s
         acts = self._acts
+        if not acts or acts[0].t >= cutoff:
+            return
+        by_target, targets = self._by_target, self._targets
         while acts and acts[0].t < cutoff:
             act = acts.popleft()
+            target = act.target
             for pair in act.pairs:
-                self._drop_pair(pair, act.target)
-            held = self._by_target[act.target]
-            held.remove(act)  # the oldest, or near it: acts arrive in event-time order
+                self._drop_pair(pair, target)
+            held = by_target[target]
+            if held[0] is act:  # the oldest (acts arrive in event-time order), else near it
+                del held[0]
+            else:
+                held.remove(act)
             if not held:
-                del self._by_target[act.target]
-            _drop(self._targets, act.agent, act.target)
+                del by_target[target]
+            counts = targets[act.agent]
+            n = counts[target] - 1
+            if n:
+                counts[target] = n
+            elif len(counts) > 1:
+                del counts[target]
+            else:
+                del targets[act.agent]
 
     # ------------------------------------------------------------------ judging
 

@@ -185,6 +185,8 @@ class ShiftDetector:
     def expire(self, now: float) -> None:
         """Society buckets older than the window and its reference go (agents are bounded by
         ``max_agents``, least recently posting evicted)."""
+        if not self._buckets:  # (no vector seen in the window: the model is off)
+            return
         cfg = self.cfg
         oldest = int(now // cfg.bucket_s) - int(cfg.window_s // cfg.bucket_s) - int(
             cfg.reference_s // cfg.bucket_s)

@@ -106,24 +106,45 @@ def balanced(text: str) -> bool:
     return True
 
 
-def solution_score(text: str, lower: str | None = None) -> float | None:
+# the 16 scores, each summed as the code sums it (the same floats): held once, shared
+_SCORES: dict[tuple[bool, bool, bool, bool], float] = {
+    (c, m, t, b): 0.3 * c + 0.2 * m + 0.3 * t + 0.2 * b
+    for c in (False, True) for m in (False, True) for t in (False, True) for b in (False, True)}
+
+
+def fold(text: str) -> str:
+    """``text.lower()`` as far as an ASCII needle without ``?`` can tell, at a third of its
+    cost: ASCII letters lower-cased, every other code point one ``?``. Lower-casing maps a
+    code point beyond ASCII to code points beyond ASCII, except U+0130 and U+212A (checked
+    over all of Unicode), so such a needle occurs in the one exactly where it occurs in the
+    other; a text holding either of the two is lower-cased first.
+
+    >>> fold("Fix the API’s bug"), fold(chr(0x212A) + "EY")  # (the Kelvin sign)
+    ('fix the api?s bug', 'key')
+    """
+    if "\u0130" in text or "\u212a" in text:
+        text = text.lower()
+    return text.encode("ascii", "replace").lower().decode("ascii")
+
+
+def solution_score(text: str, folded: str | None = None) -> float | None:
     """The code's ``assess_code_solution`` score of a solution text (summed in its order, so
     the floats are the code's); None for an empty text (the code scores no empty solution).
     The code's regular expressions are evaluated as substring tests where they are one
-    (``#.*`` matches wherever ``#`` occurs): the same verdicts, at C speed. ``lower``: the
-    text lower-cased, when the caller has it.
+    (``#.*`` matches wherever ``#`` occurs): the same verdicts, at C speed. ``folded``:
+    :func:`fold` of the text (or the text lower-cased), when the caller has it.
 
     >>> solution_score("use `x = f(y)`  # then test it"), solution_score("")
     (1.0, None)
     """
     if not text:
         return None
-    low = text.lower() if lower is None else lower
+    low = fold(text) if folded is None else folded
     has_code = "```" in text or ("`" in text and _INLINE_CODE.search(text) is not None)
     has_comments = "#" in text or "//" in text or (
         "/*" in text and _BLOCK_COMMENT.search(text) is not None)
     has_tests = "test" in low or "assert" in low or "expect" in low
-    return 0.3 * has_code + 0.2 * has_comments + 0.3 * has_tests + 0.2 * balanced(text)
+    return _SCORES[has_code, has_comments, has_tests, balanced(text)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,21 +177,17 @@ class _Thread:
     comments: int = 0
     # the participants: one as itself, a set from the second (most threads have one)
     agents: str | set[str] | None = None
-    code_key: tuple[float, str] | None = None  # latest comment with a backtick
-    code_score: float | None = None
-    last_key: tuple[float, str] | None = None  # latest comment
-    last_score: float | None = None
+    # the solution: the latest comment with a backtick (``code``), else the latest comment,
+    # by (time, comment id); its score. Once a comment with a backtick is seen, the latest
+    # comment no longer matters: one key is kept, in two fields (no tuple to hold)
+    sol_t: float = 0.0
+    sol_id: str | None = None  # None: no comment yet
+    sol_score: float | None = None
+    code: bool = False
 
     def n_agents(self) -> int:
         agents = self.agents
         return 0 if agents is None else 1 if type(agents) is str else len(agents)
-
-    def score(self) -> float | None:
-        return self.code_score if self.code_key is not None else self.last_score
-
-
-# a thread's contribution to the per-day sums: (UTC day, cooperation, successful)
-_Contrib = tuple[int, int, int]
 
 
 def _day(day: int) -> str:
@@ -186,7 +203,13 @@ class CooperationEngine:
 
     def __init__(self, config: CooperationConfig | None = None) -> None:
         self.config = cfg = config or CooperationConfig()
-        self._keywords = tuple(k.lower() for k in cfg.keywords)
+        words = [k.lower() for k in cfg.keywords]
+        # a keyword holding another ("debug" holds "bug") can only match where that one does:
+        # left out of the scan, the verdicts are the same
+        self._keywords = tuple(k for k in words if not any(o != k and o in k for o in words))
+        # the texts are searched folded (ASCII keywords without "?", as the defaults), else
+        # lower-cased; the solution score's needles are ASCII
+        self._fold = fold if all(k.isascii() and "?" not in k for k in words) else str.lower
         self._min_duration = cfg.min_duration.total_seconds()
         self._horizon = cfg.horizon.total_seconds()
         self._live: dict[str, _Thread] = {}
@@ -203,27 +226,25 @@ class CooperationEngine:
 
     # -- per thread -------------------------------------------------------------------------
     def _successful(self, th: _Thread) -> bool:
-        score = th.score()
+        score = th.sol_score
         return score is not None and score > self.config.success_threshold
 
-    def _contrib(self, th: _Thread) -> _Contrib:
-        # cooperation (the thresholds) and success, written out: this runs twice an event
+    def _cooperation(self, th: _Thread) -> bool:
+        """The thresholds (every one monotone: once a cooperation thread, always one)."""
         cfg = self.config
-        if (th.technical and (th.posted or not cfg.require_post)
+        return (th.technical and (th.posted or not cfg.require_post)
                 and th.comments >= cfg.min_comments and th.n_agents() >= cfg.min_agents
-                and th.last - th.first >= self._min_duration):
-            score = th.code_score if th.code_key is not None else th.last_score
-            return (int(th.first // 86400), 1,
-                    int(score is not None and score > cfg.success_threshold))
-        return int(th.first // 86400), 0, 0
+                and th.last - th.first >= self._min_duration)
 
-    def _apply(self, c: _Contrib, sign: int) -> None:
-        row = self._by_day.get(c[0])
+    def _apply(self, first: float, coop: bool, good: bool, sign: int) -> None:
+        """Add (sign 1) or take back (-1) a thread's contribution to its day's sums."""
+        day = int(first // 86400)
+        row = self._by_day.get(day)
         if row is None:
-            row = self._by_day[c[0]] = [0, 0, 0]
+            row = self._by_day[day] = [0, 0, 0]
         row[0] += sign
-        row[1] += sign * c[1]
-        row[2] += sign * c[2]
+        row[1] += sign * coop
+        row[2] += sign * good
 
     def update(self, item: Item) -> None:
         event = item.event
@@ -242,10 +263,16 @@ class CooperationEngine:
             th = self._live[pid] = _Thread(t, t)
             heapq.heappush(self._due, (t + self._horizon, pid))
             self.threads_total += 1
-            before: _Contrib | None = None
+            first = None  # no contribution yet
+            was = good = False
         else:
-            before = self._contrib(th)
-            if t < th.first:
+            # its contribution before this event: (day of ``first``, ``was``, ``good``);
+            # cooperation is monotone, so a thread not in the set is (day, 0, 0) without a
+            # look at its thresholds or its score
+            first = th.first
+            was = pid in self._cooperating
+            good = was and self._successful(th)
+            if t < first:
                 th.first = t
         if t > th.last:
             th.last = t
@@ -259,40 +286,42 @@ class CooperationEngine:
                     th.agents = {agents, author}
             else:
                 agents.add(author)
-        low: str | None = None  # the text lower-cased, made once and only when read
+        low: str | None = None  # the text folded (or lower-cased), made once, only if read
         if kind is CommentEvent:
             text = event.content
             th.comments += 1
-            key = (t, event.comment_id)
-            code_key = th.code_key
-            if "`" in text and (code_key is None or key > code_key):
-                low = text.lower()
-                code_key = th.code_key = key
-                th.code_score = solution_score(text, low)
-            last_key = th.last_key
-            if last_key is None or key > last_key:
-                th.last_key = key
-                if code_key is None:  # scored only while it is the solution
-                    low = text.lower() if low is None else low
-                    th.last_score = solution_score(text, low)
-                else:
-                    th.last_score = None
+            cid = event.comment_id
+            # (t, cid) after the solution's key, or no solution yet
+            later = th.sol_id is None or t > th.sol_t or (t == th.sol_t and cid > th.sol_id)
+            if "`" in text:
+                if later or not th.code:
+                    low = self._fold(text)
+                    th.sol_t, th.sol_id, th.code = t, cid, True
+                    th.sol_score = solution_score(text, low)
+            elif later and not th.code:  # scored only while it is the solution
+                low = self._fold(text)
+                th.sol_t, th.sol_id = t, cid
+                th.sol_score = solution_score(text, low)
         else:
             text = f"{event.title} {event.content}"
             th.posted, th.title = True, event.title[:120]
         if not th.technical:
-            low = text.lower() if low is None else low
+            low = self._fold(text) if low is None else low
             th.technical = any(map(low.__contains__, self._keywords))
-        after = self._contrib(th)
-        if after != before:
-            if before is not None:
-                self._apply(before, -1)
-            self._apply(after, 1)
-        if after[1]:
+        coop = was or self._cooperation(th)
+        if coop:
             self._cooperating.add(pid)
+        if first is None:
+            self._apply(th.first, coop, coop and self._successful(th), 1)
+            return
+        moved = th.first != first and int(th.first // 86400) != int(first // 86400)
+        now_good = coop and self._successful(th)
+        if moved or coop != was or now_good != good:  # the contribution changed: move it
+            self._apply(first, was, good, -1)
+            self._apply(th.first, coop, now_good, 1)
 
     def _record(self, pid: str, th: _Thread) -> dict[str, Any]:
-        score = th.score()
+        score = th.sol_score
         return {"post_id": pid, "title": th.title, "posted": th.posted,
                 "start": _iso(th.first), "end": _iso(th.last),
                 "duration_seconds": th.last - th.first, "comments": th.comments,

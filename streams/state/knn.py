@@ -204,16 +204,17 @@ class KnnState:
     def expire(self, now: float | None = None) -> None:
         """Close the oldest open windows beyond ``open_windows`` (counted back from ``now``'s
         window when given, so a quiet stream still closes yesterday); drop old summaries."""
-        self._flush()
-        cutoff = None
-        if now is not None:
-            cutoff = window_of(now, self.window) - (self.open_windows - 1)
-        while self._open and (len(self._open) > self.open_windows
-                              or (cutoff is not None and min(self._open) < cutoff)):
-            oldest = min(self._open)
-            s = self._summary(self._open.pop(oldest))
-            self._closed[oldest] = KnnSummary(s.count, s.mean, s.quantiles, s.histogram,
-                                              closed=True)
+        if self._open:  # (posts wait only in open windows: none open, nothing to flush)
+            self._flush()
+            cutoff = None
+            if now is not None:
+                cutoff = window_of(now, self.window) - (self.open_windows - 1)
+            while self._open and (len(self._open) > self.open_windows
+                                  or (cutoff is not None and min(self._open) < cutoff)):
+                oldest = min(self._open)
+                s = self._summary(self._open.pop(oldest))
+                self._closed[oldest] = KnnSummary(s.count, s.mean, s.quantiles, s.histogram,
+                                                  closed=True)
         while len(self._closed) > self.keep_closed:
             del self._closed[min(self._closed)]
 

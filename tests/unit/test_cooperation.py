@@ -19,6 +19,7 @@ from streams.state.cooperation import (
     CooperationConfig,
     CooperationEngine,
     balanced,
+    fold,
     solution_score,
 )
 from tests.unit.collective_data import raw_threads, thread_events
@@ -314,3 +315,41 @@ def test_simulator_stream_matches_batch() -> None:
     for e in sorted(events, key=lambda e: (e.event_time, e.id)):
         eng.update(Item.of(e))
     check(eng, ref)
+
+
+def test_fold_finds_what_lower_case_finds() -> None:
+    """The ground fold stands on: beyond ASCII only U+0130 and U+212A lower-case to ASCII;
+    then every keyword and score needle is found in the folded text exactly where it is in the
+    lower-cased one, whatever surrounds it."""
+    assert [c for c in range(128, 0x110000)
+            if any(ord(x) < 128 for x in chr(c).lower())] == [0x130, 0x212A]
+    needles = [*TECHNICAL_KEYWORDS, "test", "assert", "expect"]
+    odd = ["\u0130", "\u212a", "\u2019", "\u00e9", "\u03a3", "\ud800", "\U0001f600", "\u0301",
+           "?", " "]
+    rng = random.Random(0)
+    texts = ["\u0130mplement", "AP\u0130", "F\u0130X", "\u212aEY", "fi\u2713x", "BUG\U0001f600"]
+    for _ in range(3000):
+        word = rng.choice(needles)
+        cut = rng.randrange(len(word) + 1)
+        texts.append(rng.choice(odd) + word[:cut].upper() + rng.choice(odd + [""]) + word[cut:]
+                     + rng.choice(odd))
+    for text in texts:
+        low, folded = text.lower(), fold(text)
+        assert [k in low for k in needles] == [k in folded for k in needles], text
+
+
+def test_keywords_beyond_ascii_are_lower_cased() -> None:
+    """Keywords fold cannot serve (beyond ASCII, or holding "?") are matched in the text
+    lower-cased, as the definition says."""
+    at = [T0 + timedelta(minutes=10 * i) for i in range(7)]
+    threads = [Thread("p1", "\u041e\u0428\u0418\u0411\u041a\u0410 here", "", "a", at[0],
+                      [(at[i], f"c{i}", "abc"[i % 3], "ok") for i in range(1, 7)]),
+               Thread("p2", "why?", "", "a", at[0],
+                      [(at[i], f"d{i}", "abc"[i % 3], "so") for i in range(1, 7)])]
+    for keywords in (("\u043e\u0448\u0438\u0431\u043a\u0430",), ("y?",), ("bug",)):
+        eng = CooperationEngine(CooperationConfig(keywords=keywords))
+        for e in events_of(threads):
+            eng.update(Item.of(e))
+        ref = batch(threads, keywords)
+        assert len(ref) == (0 if keywords == ("bug",) else 1)
+        check(eng, ref)
