@@ -36,7 +36,10 @@ publishing timers (thread partials, snapshot, per-agent profiles, per-agent valu
 at most :data:`PUBLISH_SHARE` of its CPU time (:class:`Pacer`): a snapshot of a large state
 costs a tenth of a second, and published every second it would slow a backlog's drain by as
 much. Caught up, they publish on every tick. Only when values are published moves, never what
-they are: the reducer applies, advances and raises alerts on every tick regardless.
+they are: the reducer applies, advances and raises alerts on every tick regardless. The webhook
+delivery round (a few Redis round trips five times a second, whether or not anything is
+queued) is paced the same way: while behind, alerts reach the webhooks a little later (well
+within the delivery lease), never fewer or others.
 """
 
 from __future__ import annotations
@@ -249,6 +252,9 @@ class Driver:
         self.topics: dict[str, faust.TopicT] = {}
         self.agents: dict[str, faust.types.AgentT] = {}
         self._embedder: TextEmbedder | None = None
+        # the periodic tasks paced by their cost while the worker is behind
+        self.paced = {name: Pacer() for name in ("threads", "snapshot", "agent_stage", "agents",
+                                                 "dispatch")}
 
     @property
     def pipeline(self) -> Pipeline:
@@ -300,6 +306,17 @@ class Driver:
             if end is not None and end - taken(tp.partition) > most:
                 return True
         return False
+
+    async def dispatch(self, behind: bool) -> None:
+        """One webhook delivery round (paced while ``behind``), counted by outcome."""
+        pace = self.paced["dispatch"]
+        if not pace.due(behind):
+            return
+        with pace.timed():  # the deliveries' awaits count too: paced more, never less
+            outcomes = await self.io.alerts.dispatch()
+        for outcome, n in outcomes.items():
+            if n:
+                self.io.metrics.incr(f"webhook_deliveries:{outcome}", n)
 
     def resume_reducer(self) -> None:
         """Take the checkpoint over if it is ahead of this worker's own reducer state
@@ -466,8 +483,7 @@ def create_app(config: DriverConfig, io: Collaborators,
     def behind() -> bool:
         return driver.behind(app.consumer)
 
-    paced = {"threads": Pacer(), "snapshot": Pacer(), "agent_stage": Pacer(),
-             "agents": Pacer()}
+    paced = driver.paced
 
     def holds_society() -> bool:
         held = TP(society.get_topic_name(), 0) in app.consumer.assignment()
@@ -580,9 +596,7 @@ def create_app(config: DriverConfig, io: Collaborators,
 
     @app.timer(config.dispatch_interval_s)
     async def dispatch() -> None:
-        for outcome, n in (await io.alerts.dispatch()).items():
-            if n:
-                io.metrics.incr(f"webhook_deliveries:{outcome}", n)
+        await driver.dispatch(behind())
 
     driver.agents = {"ingest": ingest, "individuals": individuals, "reduce": reduce,
                      "alerts": alert_intake, "dead_letters": dead_letters}

@@ -31,6 +31,7 @@ from streams.app import (
     BEHIND_RECORDS,
     Collaborators,
     Driver,
+    Pacer,
     batches,
     create_app,
 )
@@ -288,6 +289,33 @@ def test_behind_when_a_held_partition_has_a_backlog(worker) -> None:  # type: ig
                      ((name["society"], 0), 11 + BEHIND_BATCHES),
                      ((name["agents"], 1), 1 + BEHIND_BATCHES)]:
         assert driver.behind(Consumer(caught_up | {key: end})), key
+
+
+async def test_webhook_rounds_paced_only_while_behind() -> None:
+    """A delivery round costs Redis round trips whether or not anything is queued: while the
+    worker is behind it takes at most the publishing share of its CPU; caught up, every
+    timer tick runs one."""
+    rounds: list[int] = []
+
+    class Counting(Desk):
+        async def dispatch(self) -> dict[str, int]:
+            rounds.append(1)
+            return {"delivered": 2, "failed": 0}
+
+    io = dataclasses.replace(collaborators(), alerts=Counting())
+    driver = Driver(driver_config(settings()), io)
+    now = [0.0]
+    driver.paced["dispatch"] = Pacer(clock=lambda: now[0])
+    await driver.dispatch(behind=True)  # the first round (cost 0: the clock stood still)
+    now[0] = 1.0
+    driver.paced["dispatch"].cost = 1.0  # as if it took 1 CPU second
+    await driver.dispatch(behind=True)  # 1 s since: paced out (49 s needed)
+    await driver.dispatch(behind=False)  # caught up: runs
+    driver.paced["dispatch"].cost = 1.0
+    now[0] = 50.0
+    await driver.dispatch(behind=True)  # 49 s since it ended: due again
+    assert len(rounds) == 3
+    assert io.metrics.counters == Counter({"webhook_deliveries:delivered": 6})  # type: ignore[attr-defined]
 
 
 class Queued:
