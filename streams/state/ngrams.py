@@ -96,11 +96,12 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from streams.events import PostEvent
+from streams.state import ngram_kernels
 from streams.state.base import Item, Sample, Snapshot
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -145,18 +146,14 @@ class _WideTable:
         self.keys, self.first = _kept(self.keys, mask), _kept(self.first, mask)
         self.last, self.count = _kept(self.last, mask), _kept(self.count, mask)
 
-    def get(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return (self.first[e].astype(np.int64), self.last[e].astype(np.int64),
-                self.count[e].astype(np.int64))
-
-    def put(self, e: np.ndarray, f: np.ndarray, last: np.ndarray, c: np.ndarray) -> None:
-        self.first[e], self.last[e], self.count[e] = f, last, c
-
-    def insert(self, pos: np.ndarray, keys: np.ndarray, f: np.ndarray, last: np.ndarray,
-               c: np.ndarray) -> None:
+    def merge(self, uk: np.ndarray, bmin: np.ndarray, bmax: np.ndarray, bcnt: np.ndarray,
+              grace: int, births: np.ndarray, deaths: np.ndarray, base: int) -> None:
+        """Fold distinct sorted ids (first day, last day, count) in (``grace`` < 0: none)."""
+        pos, which = ngram_kernels.merge_wide(self.keys, self.first, self.last, self.count, uk,
+                                              bmin, bmax, bcnt, grace, births, deaths, base)
         self.keys, self.first, self.last, self.count = _inserted(
             [self.keys, self.first, self.last, self.count],
-            [keys, f.astype(np.uint16), last.astype(np.uint16), c.astype(np.uint8)], pos)
+            [uk[which], bmin[which], bmax[which], bcnt[which]], pos)
 
     def lasts(self) -> np.ndarray:
         return self.last.astype(np.int64)
@@ -197,22 +194,13 @@ class _PackedTable:
             self.meta -= np.uint16(shift)  # the low byte never borrows: last >= origin
         self.origin = origin
 
-    def get(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        m = self.meta[e].astype(np.int64)
-        last = (m & 0xFF) + self.origin
-        return last - ((m >> 8) & 0x7F), last, 1 + (m >> 15)
-
-    def _pack(self, f: np.ndarray, last: np.ndarray, c: np.ndarray) -> np.ndarray:
-        return ((last - self.origin) | (np.minimum(last - f, self.clamp) << 8)
-                | ((c >= 2).astype(np.int64) << 15)).astype(np.uint16)
-
-    def put(self, e: np.ndarray, f: np.ndarray, last: np.ndarray, c: np.ndarray) -> None:
-        self.meta[e] = self._pack(f, last, c)
-
-    def insert(self, pos: np.ndarray, keys: np.ndarray, f: np.ndarray, last: np.ndarray,
-               c: np.ndarray) -> None:
-        self.keys, self.meta = _inserted([self.keys, self.meta],
-                                         [keys, self._pack(f, last, c)], pos)
+    def merge(self, uk: np.ndarray, bmin: np.ndarray, bmax: np.ndarray, bcnt: np.ndarray,
+              grace: int, births: np.ndarray, deaths: np.ndarray, base: int) -> None:
+        """Fold distinct sorted ids (first day, last day, count) in under the grace rule."""
+        pos, keys, meta = ngram_kernels.merge_packed(self.keys, self.meta, uk, bmin, bmax, bcnt,
+                                                     self.origin, self.clamp, grace, births,
+                                                     deaths, base)
+        self.keys, self.meta = _inserted([self.keys, self.meta], [keys, meta], pos)
 
     def lasts(self) -> np.ndarray:
         return (self.meta & 0xFF).astype(np.int64) + self.origin
@@ -230,10 +218,9 @@ def _distinct(ids: list[np.ndarray], days: list[int]
     flat = np.concatenate(ids)
     if min(days) == max(days):  # the usual case: one day, so sort the ids alone
         flat.sort()
-        starts = np.flatnonzero(np.r_[True, flat[1:] != flat[:-1]])
-        day = np.full(len(starts), days[0], np.int64)
-        ends = np.r_[starts[1:], len(flat)]
-        return flat[starts], day, day, np.minimum(ends - starts, 2)
+        keys, counts = ngram_kernels.runs(flat)
+        day = np.full(len(keys), days[0], np.int64)
+        return keys, day, day, counts
     d = np.repeat(np.asarray(days, np.int64), [len(a) for a in ids])
     order = np.lexsort((d, flat))
     flat, d = flat[order], d[order]
@@ -242,7 +229,7 @@ def _distinct(ids: list[np.ndarray], days: list[int]
     return flat[starts], d[starts], d[ends - 1], np.minimum(ends - starts, 2)
 
 
-CHUNK = 1 << 20  # elements moved at a time by the in-place table edits
+CHUNK = 1 << 20  # elements moved at a time by the in-place drops (:func:`_kept`)
 
 
 def _owned(column: np.ndarray) -> np.ndarray:
@@ -257,25 +244,15 @@ def _inserted(columns: list[np.ndarray], values: list[np.ndarray], pos: np.ndarr
               ) -> list[np.ndarray]:
     """The ``columns`` (of one length) with ``values`` inserted before their elements at
     ``pos`` (ascending, as ``searchsorted`` gives them), in place: each buffer grows by realloc
-    (no second copy of the table) and the old elements move right a chunk at a time from the
-    end; each chunk's targets lie above every lower chunk's sources, so nothing is
-    overwritten unread."""
+    (no second copy of the table) and the old elements move right from the end, in one
+    compiled pass a column (:func:`~streams.state.ngram_kernels.spread`)."""
     n, k = len(columns[0]), len(pos)
     if not k:
         return columns
     columns = [_owned(c) for c in columns]
-    for c in columns:
-        c.resize(n + k, refcheck=False)
-    for b in range(n, 0, -CHUNK):
-        a = max(0, b - CHUNK)
-        i0, i1 = np.searchsorted(pos, [a, b])
-        # old element j lands at j + (insertions before it) = j + #(pos <= j)
-        to = np.arange(a, b) + i0 + np.cumsum(np.bincount(pos[i0:i1] - a, minlength=b - a))
-        for c in columns:
-            c[to] = c[a:b].copy()
-    at = pos + np.arange(k)
     for c, v in zip(columns, values, strict=True):
-        c[at] = v
+        c.resize(n + k, refcheck=False)
+        ngram_kernels.spread(c, n, pos, v.astype(c.dtype, copy=False))
     return columns
 
 
@@ -351,49 +328,17 @@ class _Lifecycle:
             self.deaths = np.pad(self.deaths, pad)
             self.base -= left
 
-    def _count(self, row: np.ndarray, plus: list[np.ndarray], minus: list[np.ndarray]
-               ) -> None:
-        """Add one to ``row`` at each day of ``plus``, take one at each of ``minus``."""
-        base, width = self.base, len(row)
-        assert base is not None
-        for days, sign in ((plus, 1), (minus, -1)):
-            for d in days:
-                if len(d):
-                    row += sign * np.bincount(d - base, minlength=width)
-
     def merge(self, n: int, uk: np.ndarray, bmin: np.ndarray, bmax: np.ndarray,
               bcnt: np.ndarray) -> None:
-        """Fold distinct ids (sorted) with their batch first/last day and count into table n.
-        Only the changes of qualifying lives' first and last days touch the counters."""
+        """Fold distinct ids (sorted) with their batch first/last day and count into table n:
+        an existing n-gram continues its life, or starts a new one after a gap > G; only the
+        changes of qualifying lives' first and last days touch the counters (one compiled
+        walk over the table and the batch)."""
         self.cover(int(bmin.min()), int(bmax.max()))
-        t = self.tables[n]
-        pos = np.searchsorted(t.keys, uk)
-        found = pos < len(t)
-        found[found] = t.keys[pos[found]] == uk[found]
-        # existing n-grams: continue their life, or start a new one after a gap > G
-        e = pos[found]
-        f0, l0, c0 = t.get(e)
-        bm, bM, bc = bmin[found], bmax[found], bcnt[found]
-        grace = self.grace_days
-        cont = np.ones(len(e), bool) if grace is None else bm <= l0 + grace
-        nf = np.where(cont, np.minimum(f0, bm), bm)
-        nl = np.where(cont, np.maximum(l0, bM), bM)
-        nc = np.where(cont, np.minimum(c0 + bc, 2), bc)
-        was_q = cont & (c0 >= 2)  # a qualifying life that goes on: its days may move
-        q = nc >= 2
-        becomes = q & ~was_q  # a life that qualifies now (new, or a singleton seen again)
-        fmove = was_q & (nf != f0)
-        lmove = was_q & (nl != l0)
-        t.put(e, nf, nl, nc)
-        # new n-grams
-        new = ~found
-        nk, ncn = uk[new], bcnt[new]
-        nfn, nln = bmin[new], bmax[new]
-        qn = ncn >= 2
-        self._count(self.births[n], [nf[becomes | fmove], nfn[qn]], [f0[fmove]])
-        self._count(self.deaths[n], [nl[becomes | lmove], nln[qn]], [l0[lmove]])
-        if len(nk):
-            t.insert(pos[new], nk, nfn, nln, ncn)
+        assert self.base is not None
+        grace = -1 if self.grace_days is None else self.grace_days
+        self.tables[n].merge(uk, bmin, bmax, bcnt, grace, self.births[n], self.deaths[n],
+                             self.base)
 
     def nbytes(self) -> int:
         return sum(t.nbytes() for t in self.tables)
@@ -426,6 +371,8 @@ class NgramTracker:
 
     ``batch``: also keep the grace-free lifecycle (the paper's batch rule, unbounded; replay).
     """
+
+    kinds: ClassVar[tuple[type, ...]] = (PostEvent,)  # the event kinds ``update`` reads
 
     def __init__(self, max_n: int = 5, grace_days: int | None = 7, lateness_days: int = 1,
                  min_frequency: int = 2, flush_every: int = 1_000_000,
@@ -468,7 +415,7 @@ class NgramTracker:
         """Add one admitted post (its title and body) at its event time."""
         if not item.admitted or item.text is None or not isinstance(item.event, PostEvent):
             return
-        d = day_index(item.t)
+        d = int(item.t // DAY)  # day_index, inline: a call a post saved
         if not 0 <= d < 1 << 16:
             raise ValueError(f"event day {d} outside 1970..2149 (uint16 day storage)")
         if self.current is None or d > self.current:
@@ -493,9 +440,10 @@ class NgramTracker:
             h.update(event.content.encode())
             key = h.digest()  # of the post's own text: equal texts, equal tokens
             times = seen.get(key, 0)
-            if times >= 2:
+            if times >= 2:  # its occurrences: sum of max(0, k - n) over n < max_n, closed
                 k = len(text.tokens)
-                self.occurrences_total += sum(max(0, k - n) for n in range(self.max_n))
+                m = min(k, self.max_n)
+                self.occurrences_total += m * k - m * (m - 1) // 2
                 return
             seen[key] = times + 1
             buf, days = self._buf, self._buf_days
