@@ -60,7 +60,7 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from streams.events import CommentEvent, PostEvent, VoteEvent
 from streams.state.base import Item, Sample, Snapshot
@@ -149,6 +149,16 @@ def merge(parts: Iterable[Partial]) -> Partial:
     return out
 
 
+def _bucket_scan(upvotes: int, bounds: tuple[int, ...], labels: list[str]) -> str:
+    """The bucket label of ``upvotes``: the last bound it reaches."""
+    if upvotes < bounds[1 if len(bounds) > 1 else 0]:
+        return labels[0]  # the common case: fewer upvotes than the second bound
+    for i in range(len(bounds) - 1, -1, -1):
+        if upvotes >= bounds[i]:
+            return labels[i]
+    return labels[0]
+
+
 # A thread's contribution to the sums: (bucket, day, posts, commented, depth, repliers,
 # comments, verdict bucket or None, uncommented)
 _Contrib = tuple[str, int | None, int, int, int, int, int, str | None, int]
@@ -172,9 +182,15 @@ class _Thread:
 class ThreadsEngine:
     """Per-post thread state of one partition (or of the whole stream)."""
 
+    kinds: ClassVar[tuple[type, ...]] = (PostEvent, CommentEvent, VoteEvent)  # ``update`` reads
+
     def __init__(self, config: ThreadsConfig | None = None) -> None:
         self.config = config or ThreadsConfig()
         self._labels = bucket_labels(self.config.buckets)
+        # the bucket of each upvote count up to the largest bound, looked up (votes and
+        # comments ask it at every event)
+        self._lut = tuple(_bucket_scan(u, self.config.buckets, self._labels)
+                          for u in range(max(self.config.buckets) + 1))
         self._live: dict[str, _Thread] = {}
         self._done: dict[str, None] = {}  # folded ids (oldest first): late events stay late
         # every thread's contribution, live and folded, as Sums' seven counts in field order
@@ -188,13 +204,10 @@ class ThreadsEngine:
         self._retention_s = self.config.retention.total_seconds()
 
     def _bucket(self, upvotes: int) -> str:
-        bounds = self.config.buckets
-        if upvotes < bounds[1 if len(bounds) > 1 else 0]:
-            return self._labels[0]  # the common case: fewer upvotes than the second bound
-        for i in range(len(bounds) - 1, -1, -1):
-            if upvotes >= bounds[i]:
-                return self._labels[i]
-        return self._labels[0]
+        lut = self._lut
+        if 0 <= upvotes < len(lut):
+            return lut[upvotes]
+        return _bucket_scan(upvotes, self.config.buckets, self._labels)
 
     def _contrib(self, th: _Thread) -> _Contrib:
         when = th.created if th.created is not None else th.first_comment
@@ -248,10 +261,14 @@ class ThreadsEngine:
         if kind is VoteEvent:
             th = self._live.get(event.post_id) if event.target == "post" else None
             if th is not None:
-                self._due_upvotes(th, item.t, event.upvotes)
-                if th.upvotes != event.upvotes:
+                upvotes = event.upvotes
+                self._due_upvotes(th, item.t, upvotes)
+                if th.upvotes != upvotes:
+                    if self._bucket(th.upvotes) == self._bucket(upvotes):
+                        th.upvotes = upvotes  # same bucket: the contribution is unchanged
+                        return
                     before = self._contrib(th)
-                    th.upvotes = event.upvotes
+                    th.upvotes = upvotes
                     self._change(th, before)
             return
         if kind is not CommentEvent and kind is not PostEvent:
@@ -262,9 +279,12 @@ class ThreadsEngine:
                 self._late_comments += 1
             return
         th = self._live.get(pid)
+        t = item.t
         if th is None:
             th = self._live[pid] = _Thread()
-        t = item.t
+            if kind is PostEvent:
+                self._new_post(th, pid, item.author, event.upvotes, t)
+                return
         if kind is CommentEvent:
             if th.created is not None:
                 self._comment(th, event, item.author, t)
@@ -291,6 +311,30 @@ class ThreadsEngine:
             self._due_upvotes(th, t, event.upvotes)
         self._change(th, before)
 
+    def _new_post(self, th: _Thread, pid: str, author: str | None, upvotes: int,
+                  t: float) -> None:
+        """A post that starts its thread (the common case): what the general path does,
+        written out. Its contribution goes from nothing (the empty thread's bucket row is
+        still made, as ``_apply`` makes it) to one post in its bucket's and its day's rows."""
+        th.author, th.upvotes, th.created = author, upvotes, t
+        heapq.heappush(self._horizon, (t + self._horizon_s, pid))
+        heapq.heappush(self._retire, (t + self._retention_s, pid))
+        self._due_upvotes(th, t, upvotes)
+        rows = self._by_bucket
+        empty = self._bucket(0)
+        if empty not in rows:
+            rows[empty] = [0] * 7
+        bucket = self._bucket(upvotes)
+        row = rows.get(bucket)
+        if row is None:
+            row = rows[bucket] = [0] * 7
+        row[0] += 1
+        day = int(t // 86400)
+        drow = self._by_day.get(day)
+        if drow is None:
+            drow = self._by_day[day] = [0] * 7
+        drow[0] += 1
+
     def _comment(self, th: _Thread, event: CommentEvent, author: str | None, t: float) -> None:
         """A comment on a known post (the common case): the thread stays in its bucket and
         day rows, and only its counts move there (what ``_change`` would do, written out):
@@ -305,20 +349,31 @@ class ThreadsEngine:
         else:
             depth = 0
         repliers = 0
-        if author is not None and self._add_replier(th, author):
-            repliers = int(author != th.author)
+        if author is not None:
+            reps = th.repliers
+            if reps is None:
+                th.repliers = author
+                repliers = int(author != th.author)
+            elif type(reps) is str:
+                if reps != author:
+                    th.repliers = {reps, author}
+                    repliers = int(author != th.author)
+            elif author not in reps:
+                reps.add(author)
+                repliers = int(author != th.author)
         first = th.first_comment
         if first is None or t < first:
             th.first_comment = t
-        upvotes = th.upvotes
-        bounds = self.config.buckets
-        bucket = (self._labels[0] if upvotes < bounds[1 if len(bounds) > 1 else 0]
-                  else self._bucket(upvotes))
-        for row in (self._by_bucket[bucket], self._by_day[int(th.created // 86400)]):  # type: ignore[operator]
-            row[1] += commented
-            row[2] += depth
-            row[3] += repliers
-            row[4] += 1
+        row = self._by_bucket[self._bucket(th.upvotes)]
+        row[1] += commented
+        row[2] += depth
+        row[3] += repliers
+        row[4] += 1
+        row = self._by_day[int(th.created // 86400)]  # type: ignore[operator]
+        row[1] += commented
+        row[2] += depth
+        row[3] += repliers
+        row[4] += 1
 
     @staticmethod
     def _add_replier(th: _Thread, author: str) -> bool:

@@ -199,3 +199,50 @@ def test_pending_verdicts_judged_at_the_reducers_time_and_bucketed_at_the_horizo
     assert live.value("threads_uncommented_ratio", bucket="0") == 1.0  # b: 0 upvotes at 1 h
     assert live.value("threads_uncommented_ratio", bucket="20-99") is None
     assert live.details["threads_daily"] == whole.snapshot().details["threads_daily"]
+
+
+@pytest.mark.parametrize("bounds", [(0, 1, 5, 20, 100), (0, 3), (2, 10)])
+def test_votes_within_and_across_buckets_match_a_plain_recount(bounds: tuple[int, ...]) -> None:
+    """Votes move posts within a bucket (nothing moves in the sums) and across buckets (the
+    whole thread moves), upvotes below the first bound and past the last included: the
+    bucket sums equal a plain recount of each thread in the bucket of its last upvotes."""
+    import random
+
+    rng = random.Random(7)
+    t0 = datetime(2026, 2, 1, tzinfo=UTC)
+    eng = ThreadsEngine(ThreadsConfig(buckets=bounds))
+    upvotes: dict[str, int] = {}
+    comments: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for i in range(3000):
+        t = t0 + timedelta(seconds=i)
+        pid = f"p{rng.randrange(60)}"
+        r = rng.random()
+        if pid not in upvotes or r < 0.1:
+            upvotes[pid] = rng.randrange(-3, 130)
+            e: PostEvent | CommentEvent | VoteEvent = PostEvent(
+                id=f"post:{pid}", event_time=t, observed_at=t, post_id=pid, author="a",
+                upvotes=upvotes[pid])
+        elif r < 0.6:
+            upvotes[pid] = max(-3, upvotes[pid] + rng.choice((-7, -1, 1, 2, 30)))
+            e = VoteEvent(id=f"vote:{i}", event_time=t, observed_at=t, target="post",
+                          target_id=pid, post_id=pid, upvotes=upvotes[pid], downvotes=0,
+                          delta_up=0, delta_down=0)
+        else:
+            who, depth = f"u{rng.randrange(12)}", rng.randrange(1, 5)
+            comments[pid].append((depth, who))
+            e = CommentEvent(id=f"comment:{i}", event_time=t, observed_at=t,
+                             comment_id=str(i), post_id=pid, author=who, depth=depth,
+                             reply_to="a")
+        eng.update(Item.of(e))
+    want: dict[str, list[int]] = defaultdict(lambda: [0] * 5)
+    for pid, up in upvotes.items():
+        row = want[bucket_of(up, bounds)]
+        got = comments[pid]
+        row[0] += 1
+        row[1] += bool(got)
+        row[2] += max((d for d, _ in got), default=0)
+        row[3] += len({w for _, w in got} - {"a"})
+        row[4] += len(got)
+    have = {b: [s.posts, s.commented, s.depth_sum, s.repliers_sum, s.comments]
+            for b, s in eng.partial().by_bucket.items() if s.posts}
+    assert have == dict(want)
