@@ -158,15 +158,26 @@ def cox_fit(table: pd.DataFrame, model: Model = "published") -> HazardFit | None
     (lifelines' CoxPHFitter computation, vectorised), on the rows sorted first so the fit
     depends on the rows only. None when it cannot be fitted (no event, or no variation of the
     exposure)."""
-    if table.empty or not table["event"].any() or table["exposure"].nunique() < 2:
+    if table.empty:
         return None
-    event = table["event"].to_numpy(bool)
-    exposure = table["exposure"].to_numpy(np.float64)
-    if model == "published":
-        return efron_fit(table["duration"].to_numpy(np.float64), event, exposure)
-    fit = efron_fit(table["stop"].to_numpy(np.float64), event, exposure,
-                    table["start"].to_numpy(np.float64))
-    return None if fit is None else replace(fit, subjects=int(table["id"].nunique()))
+    varying = model != "published"
+    return _fit_columns(table["event"].to_numpy(bool), table["exposure"].to_numpy(np.float64),
+                        table["stop" if varying else "duration"].to_numpy(np.float64),
+                        table["start"].to_numpy(np.float64) if varying else None,
+                        (lambda: int(table["id"].nunique())) if varying else None)
+
+
+def _fit_columns(event: np.ndarray, exposure: np.ndarray, stop: np.ndarray,
+                 start: np.ndarray | None, subjects: Callable[[], int] | None,
+                 ) -> HazardFit | None:
+    """:func:`cox_fit` on the table's columns (``start``: left truncation; ``subjects``: how
+    many subjects the rows are, when several rows may be one)."""
+    if not len(event) or not event.any() or len(np.unique(exposure)) < 2:
+        return None
+    fit = efron_fit(stop, event, exposure, start)
+    if fit is None or subjects is None:
+        return fit
+    return replace(fit, subjects=subjects())
 
 
 def _hazard_fit(coef: float, se: float, p: float, subjects: int, events: int,
@@ -358,9 +369,10 @@ class HazardEngine:
         self._info: dict[str, Any] = {}
 
     def update(self, item: Item) -> None:
-        if self.latest is None or item.t > self.latest:
-            self.latest = item.t
-        if item.text is not None and item.author is not None:
+        t, latest = item.t, self.latest
+        if latest is None or t > latest:
+            self.latest = t
+        if item.author is not None and item.text is not None:
             self.texts += 1
         if self._own_cascades:
             self.cascades.update(item)
@@ -388,6 +400,16 @@ class HazardEngine:
         and whether the row cap cut it."""
         import pandas as pd
 
+        rows, taken, capped = self._rows(now)
+        cols = ["cascade", "duration", "event", "exposure"] if self.config.model == \
+            "published" else ["cascade", "id", "start", "stop", "event", "exposure"]
+        out = pd.DataFrame(rows, columns=cols)
+        out.attrs.update(cascades=taken, capped=capped)
+        return out
+
+    def _rows(self, now: float | None) -> tuple[list[tuple], int, bool]:
+        """The table's rows (see :meth:`table`), how many cascades they cover, whether the
+        row cap cut them."""
         cfg = self.config
         now = self.latest if now is None else now
         rows: list[tuple] = []
@@ -405,11 +427,7 @@ class HazardEngine:
                 break
             rows += [r for agent in sorted(subjects) for r in subjects[agent]]
             taken += 1
-        cols = ["cascade", "duration", "event", "exposure"] if cfg.model == "published" else \
-            ["cascade", "id", "start", "stop", "event", "exposure"]
-        out = pd.DataFrame(rows, columns=cols)
-        out.attrs.update(cascades=taken, capped=capped)
-        return out
+        return rows, taken, capped
 
     def _published_rows(self, gram: str, no: int) -> dict[str, list[tuple]]:
         """Each subject's row: {adopter: [(cascade, duration, event, exposure)]}."""
@@ -454,13 +472,24 @@ class HazardEngine:
     # -- the fit ----------------------------------------------------------------------------
     def fit(self, now: float | None = None) -> None:
         """Fit now (the pipeline's close; live, :meth:`expire` calls it)."""
-        table = self.table(now)
+        rows, taken, capped = self._rows(now)
         self.fits_total += 1
         self._texts_fitted = self.texts
-        self._fit = cox_fit(table, self.config.model)
+        # the table's columns straight from its rows (what :func:`cox_fit` reads of the
+        # DataFrame: the same arrays, without building it)
+        if not rows:
+            self._fit = None
+        elif self.config.model == "published":
+            _, duration, event, exposure = zip(*rows, strict=True)
+            self._fit = _fit_columns(np.array(event, bool), np.array(exposure, np.float64),
+                                     np.array(duration, np.float64), None, None)
+        else:
+            _, ids, start, stop, event, exposure = zip(*rows, strict=True)
+            self._fit = _fit_columns(np.array(event, bool), np.array(exposure, np.float64),
+                                     np.array(stop, np.float64), np.array(start, np.float64),
+                                     lambda: len(set(ids)))
         at = now if now is not None else self.latest
-        self._info = {"model": self.config.model, "cascades": table.attrs["cascades"],
-                      "capped": table.attrs["capped"],
+        self._info = {"model": self.config.model, "cascades": taken, "capped": capped,
                       "fitted_at": None if at is None else
                       datetime.fromtimestamp(at, UTC).isoformat()}
 
