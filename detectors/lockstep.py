@@ -109,26 +109,15 @@ class _Act:
     pairs: tuple[Pair, ...]  # the co-actions this act made when it arrived
 
 
-def _bump(counter: dict[Any, int], key: Any, by: int) -> None:
-    n = counter.get(key, 0) + by
-    if n:
-        counter[key] = n
-    else:
-        del counter[key]
-
-
-def _add(table: dict[str, dict[str, int]], agent: str, target: str) -> None:
-    counts = table.get(agent)
-    if counts is None:
-        table[agent] = {target: 1}
-    else:
-        counts[target] = counts.get(target, 0) + 1
-
-
 def _drop(table: dict[str, dict[str, int]], agent: str, target: str) -> None:
+    """One act of ``agent`` on ``target`` less; an emptied entry goes."""
     counts = table[agent]
-    _bump(counts, target, -1)
-    if not counts:
+    n = counts[target] - 1
+    if n:
+        counts[target] = n
+    elif len(counts) > 1:
+        del counts[target]
+    else:
         del table[agent]
 
 
@@ -210,8 +199,18 @@ class LockstepDetector:
             n = len(targets)
         if n >= self.cfg.min_targets:  # only these can lock: judged without a scan
             self._candidates.add(pair)  # (a count never falls by an addition)
-        _add(self._led, pair[0], target)
-        _add(self._followed, pair[1], target)
+        # agent -> target -> co-actions it led (followed), written out: this runs per pair
+        lead, follow = pair
+        counts = self._led.get(lead)
+        if counts is None:
+            self._led[lead] = {target: 1}
+        else:
+            counts[target] = counts.get(target, 0) + 1
+        counts = self._followed.get(follow)
+        if counts is None:
+            self._followed[follow] = {target: 1}
+        else:
+            counts[target] = counts.get(target, 0) + 1
 
     def _drop_pair(self, pair: Pair, target: str) -> None:
         targets = self._pairs[pair]
@@ -219,9 +218,13 @@ class LockstepDetector:
             del self._pairs[pair]
             n = 0
         else:
-            _bump(targets, target, -1)
-            if not targets:
-                del self._pairs[pair]
+            n = targets[target] - 1
+            if n:
+                targets[target] = n
+            else:
+                del targets[target]
+                if not targets:
+                    del self._pairs[pair]
             n = len(targets)
         if n < self.cfg.min_targets:
             self._candidates.discard(pair)
@@ -247,14 +250,7 @@ class LockstepDetector:
                 held.remove(act)
             if not held:
                 del by_target[target]
-            counts = targets[act.agent]
-            n = counts[target] - 1
-            if n:
-                counts[target] = n
-            elif len(counts) > 1:
-                del counts[target]
-            else:
-                del targets[act.agent]
+            _drop(targets, act.agent, target)
 
     # ------------------------------------------------------------------ judging
 
