@@ -13,8 +13,10 @@ takes what it reads (metrics.md): the verbatim filter marks excluded posts first
 centroid and 10-NN states see only admitted posts; comments and posts feed the interaction
 graph (PageRank, super-nodes), threads and cascades; posts and comments feed the comment
 coverage (the platform's ``comment_count`` against the comments received); every event feeds
-the detectors. Each alert transition carries the coverage at its time in
-``evidence["coverage"]`` (:meth:`CoverageState.summary`), as do the report's alerts.
+the detectors. An engine that declares the event kinds it reads (``kinds``) is only called for
+those (a call that would do nothing is not made). Each alert transition carries the coverage
+at its time in ``evidence["coverage"]`` (:meth:`CoverageState.summary`), as do the report's
+alerts.
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import PostEvent
@@ -31,6 +33,7 @@ the detectors. Each alert transition carries the coverage at its time in
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, timedelta
 from typing import Any
@@ -136,6 +139,15 @@ class Pipeline:
         self.latest: float | None = None
         self._last_tick: float | None = None
         self._tick = cfg.tick.total_seconds()
+        self._routes: dict[type, list[Callable[[Item], None]]] = {}  # see :meth:`_route`
+        self._routed: list[Engine] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:  # the routes (bound methods) are rebuilt
+        return {k: v for k, v in self.__dict__.items() if k not in ("_routes", "_routed")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._routes, self._routed = {}, None
 
     def wants_vector(self, event: Event) -> bool:
         """Whether the embedding stage should embed this event's text."""
@@ -151,8 +163,20 @@ class Pipeline:
         item = Item.of(event, vector)
         if self.latest is None or item.t > self.latest:
             self.latest = item.t
-        for engine in self.engines:
-            engine.update(item)
+        updates = self._routes.get(type(event)) if self._routed is self.engines else None
+        for update in updates if updates is not None else self._route(type(event)):
+            update(item)
+
+    def _route(self, kind: type) -> list[Callable[[Item], None]]:
+        """The ``update`` of each engine that reads events of ``kind``, in order: an engine
+        that declares the kinds it reads (``kinds``, a tuple of event classes: its ``update``
+        ignores every other) is not called for the others. Made at the first event of a kind
+        (after whoever set :attr:`engines` up), again whenever :attr:`engines` is replaced."""
+        if self._routed is not self.engines:
+            self._routes, self._routed = {}, self.engines
+        out = self._routes[kind] = [e.update for e in self.engines
+                                    if kind in getattr(e, "kinds", (kind,))]
+        return out
 
     def advance(self, now: float | None = None, *, force: bool = False) -> list[Alert]:
         """Expire windows and evaluate detectors at ``now`` (unix seconds; default: the latest

@@ -15,9 +15,11 @@ The engine contract (:class:`Engine`): the pipeline wraps each de-duplicated eve
 :class:`Item` (event time as float unix seconds, the one time type of every engine; the text
 tokenised once; the post's vector when it has one; whether the verbatim filter admitted it) and
 hands the same item to every engine's ``update``; ``expire(now)`` moves event time on;
-``snapshot()`` reports. A post or comment whose author is unknown (null or deleted on the
-platform) is still a real item: ``item.author`` is None, and engines count it in everything
-that does not need an author.
+``snapshot()`` reports. An engine whose ``update`` ignores some event kinds may say which it
+reads (``kinds``: a tuple of event classes); the pipeline then calls it for those only, so
+its ``update`` must change nothing for the others. A post or comment whose author is unknown
+(null or deleted on the platform) is still a real item: ``item.author`` is None, and engines
+count it in everything that does not need an author.
 """
 
 from __future__ import annotations

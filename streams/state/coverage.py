@@ -50,7 +50,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import add, sub
-from typing import Any
+from typing import Any, ClassVar
 
 from streams.events import CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
@@ -100,6 +100,8 @@ def _named(fig: list[int]) -> dict[str, Any]:
 
 
 class CoverageState:
+    kinds: ClassVar[tuple[type, ...]] = (PostEvent, CommentEvent)  # what ``update`` reads
+
     def __init__(self, config: CoverageConfig | None = None) -> None:
         self.config = config or CoverageConfig()
         self._posts: dict[str, _Post] = {}

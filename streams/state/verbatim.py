@@ -36,6 +36,7 @@ import math
 import struct
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -53,6 +54,8 @@ class _Blocked:
 
 class VerbatimFilter:
     """Admit a text unless it was already seen ``threshold`` times (count-min sketch)."""
+
+    kinds: ClassVar[tuple[type, ...]] = (PostEvent,)  # the event kinds ``update`` reads
 
     def __init__(self, threshold: int = 1000, width: int = 1 << 20, depth: int = 4,
                  enabled: bool = True, max_reported: int = 1000) -> None:

@@ -32,7 +32,8 @@ from detectors.shift import ShiftDetector
 from detectors.supernode import SupernodeDetector
 from detectors.surge import SurgeDetector
 from service.sources.archive import open_archive
-from streams.events import CommentEvent, Event, PostEvent, VoteEvent
+from streams.events import EVENT_ADAPTER, CommentEvent, Event, PostEvent, VoteEvent
+from streams.pipeline import Pipeline, PipelineConfig
 from streams.state.activity import ActivityState
 from streams.state.base import Item
 from streams.state.cascades import CascadeEngine
@@ -195,3 +196,89 @@ def test_state_bounded_after_expire(name: str, events: list[Event]) -> None:
         engine.expire(far)
         sizes.append(len(pickle.dumps(engine)))
     assert sizes[1] <= 1.25 * sizes[0] + 16_384, f"{name}: {sizes}"
+
+
+DECLARING = [name for name, make in ENGINES.items() if hasattr(make(), "kinds")]
+
+
+def _profiles(events: list[Event]) -> list[Event]:
+    """An agent profile at each author's first item and a submolt profile at each submolt's:
+    the kinds the shared events lack."""
+    out: list[Event] = []
+    seen: set[str] = set()
+    for e in events:
+        for kind, name in (("agent", getattr(e, "author", None)),
+                           ("submolt", getattr(e, "submolt", None))):
+            if name and (kind, name) not in seen:
+                seen.add((kind, name))
+                out.append(EVENT_ADAPTER.validate_python(
+                    {"kind": kind, "id": f"{kind}:{name}", "name": name, "event_time":
+                     e.event_time, "observed_at": e.observed_at, "created_at": e.event_time}
+                    if kind == "agent" else {"kind": kind, "id": f"{kind}:{name}", "name": name,
+                                             "event_time": e.event_time,
+                                             "observed_at": e.observed_at}))
+        out.append(e)
+    return out
+
+
+def test_some_engines_declare_the_kinds_they_read() -> None:
+    assert set(DECLARING) >= {"verbatim", "coverage"}
+
+
+@pytest.mark.parametrize("name", DECLARING)
+def test_an_engine_changes_nothing_on_a_kind_it_does_not_declare(
+        name: str, events: list[Event]) -> None:
+    """The pipeline does not call an engine for an event kind its ``kinds`` leaves out: fed
+    every kind (profiles too), it must end exactly as fed only the kinds it declares (same
+    ticks, results and pickled state)."""
+    items = _items(_profiles(events))
+    make = ENGINES[name]
+    kinds = make().kinds
+    assert any(type(it.event) not in kinds for it in items)
+    told, every = make(), make()
+    out_told: list[Any] = []
+    out_every: list[Any] = []
+    last: list[float] = []
+    for it in items:
+        every.update(it)
+        if type(it.event) in kinds:
+            told.update(it)
+            if not last or it.t - last[0] >= TICK:
+                last[:] = [it.t]
+                _tick(told, it.t, out_told)
+                _tick(every, it.t, out_every)
+    assert _result(told, out_told) == _result(every, out_every)
+    assert pickle.dumps(told) == pickle.dumps(every)
+
+
+def test_the_pipeline_calls_an_engine_only_for_the_kinds_it_declares(
+        events: list[Event]) -> None:
+    """Routes by kind, remade when the engine list is replaced and after a pickle round trip
+    (which drops them): each engine's ``update`` is called for exactly its kinds."""
+    p = Pipeline(PipelineConfig(embed=False, detectors_enabled=False))
+    calls: dict[str, list[str]] = {}
+
+    def spy(name: str, engine: Any) -> None:
+        inner = engine.update
+        engine.update = lambda item: (calls.setdefault(name, []).append(item.event.kind),
+                                      inner(item))
+
+    for name in ("activity", "verbatim", "coverage"):
+        spy(name, getattr(p, name))
+    p.engines = list(p.engines)  # the routes made at the first event read these
+    at = events[199].event_time
+    vote = VoteEvent(id="vote:1", event_time=at, observed_at=at, target="post", target_id="1",
+                     post_id="1", upvotes=2, downvotes=0, delta_up=1, delta_down=0)
+    sample = _profiles([*events[:200], vote])  # (the shared events hold no vote changes)
+    for e in sample:
+        p.update(e)
+    kinds = {e.kind for e in sample}
+    assert set(calls["activity"]) == kinds >= {"agent", "submolt", "post", "comment", "vote"}
+    assert set(calls["verbatim"]) == {"post"}
+    assert set(calls["coverage"]) == {"post", "comment"}
+    for name in calls:
+        delattr(getattr(p, name), "update")  # (the spies do not pickle)
+    back = pickle.loads(pickle.dumps(p))
+    assert "_routes" not in back.__getstate__()
+    back.update(events[0])
+    assert back._routes[PostEvent] == [e.update for e in back.engines]
