@@ -16,8 +16,8 @@ Cost: a refresh applies the window's net changes (a dict look-up a changed pair,
 in one NumPy update) and iterates a product over the window's edge slots (one compiled pass
 over the slots an iteration, :func:`streams.state.pagerank_kernels.power_iterate`, whose
 floats are the NumPy iteration's; no sparse matrix is built); the summaries sort the
-window's agents once in NumPy. Memory: 32 B a window edge slot (x2 slack) plus ~100 B an
-edge in the slot index; 8 B an agent plus its name entry.
+window's agents once in NumPy. Memory: 32 B a window edge slot (x2 slack, 8 B a free one in
+the free list) plus ~65 B an edge in the slot index; 8 B an agent plus its name entry.
 
 Exact PageRank (:func:`pagerank_exact`, :func:`pagerank_arrays`) is THE power iteration of the
 project (day and cumulative graphs, roles, the super-node detector); :func:`largest_gap_cut`
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -168,11 +169,11 @@ class WindowPageRank:
         self.alpha, self.tol, self.max_iter = alpha, tol, max_iter
         self._id: dict[str, int] = {}
         self._name: list[str | None] = []
-        self._free: list[int] = []
+        self._free = array("q")  # free node ids (flat: a list would hold an int object each)
         self._deg: list[int] = []  # distinct incident edges; a node lives while > 0
         self._slot: dict[Pair, int] = {}  # edge (by names): its slot
         self._pair: list[Pair | None] = []  # slot: its edge
-        self._slot_free: list[int] = []
+        self._slot_free = array("q")
         self._es = np.zeros(0, np.int64)
         self._ed = np.zeros(0, np.int64)
         self._ew = np.zeros(0, np.float64)
@@ -199,6 +200,8 @@ class WindowPageRank:
         units = list(delta.values())
         slots: list[int | None] = list(map(slot_of.get, pairs))  # C speed: most edges exist
         if None in slots:  # new edges get a slot (in the batch's order)
+            fresh: list[int] = []
+            ends: list[int] = []
             for i in [i for i, slot in enumerate(slots) if slot is None]:
                 pair, d = pairs[i], units[i]
                 if d == 0 or pair[0] == pair[1]:
@@ -211,11 +214,14 @@ class WindowPageRank:
                 slot_of[pair] = slot
                 if slot >= self._hi:
                     self._hi = slot + 1
-                self._es[slot], self._ed[slot], self._ew[slot] = u, v, 0.0
+                fresh.append(slot)
+                ends += (u, v)
                 self._pair[slot] = pair
                 self._deg[u] += 1
                 self._deg[v] += 1
                 slots[i] = slot
+            at = np.array(fresh, np.int64)  # the new slots' arrays in one NumPy update each
+            self._es[at], self._ed[at], self._ew[at] = ends[::2], ends[1::2], 0.0
         if None in slots or 0 in units:
             keep = [i for i, (slot, d) in enumerate(zip(slots, units, strict=True))
                     if slot is not None and d != 0]
@@ -228,18 +234,25 @@ class WindowPageRank:
             raise ValueError("edge weight would go negative: expiry of an edge never added")
         self._ew[at] = w
         self._dirty = True
-        for slot in at[w == 0].tolist():  # edges that left the window
+        gone = at[w == 0]  # edges that left the window
+        if not len(gone):
+            return
+        for slot in gone.tolist():
             del slot_of[self._pair[slot]]
             self._pair[slot] = None
-            self._slot_free.append(slot)
-            for x in (int(self._es[slot]), int(self._ed[slot])):
-                self._deg[x] -= 1
-                if self._deg[x] == 0:
-                    del self._id[self._name[x]]  # type: ignore[arg-type]
-                    self._name[x] = None
-                    self._free.append(x)
-                    self._p[x] = 0.0
-                    self._alive[x] = False
+        self._slot_free.extend(gone.tolist())
+        dead: list[int] = []
+        deg = self._deg
+        # each gone edge's source then target, in slot order: nodes are freed in that order
+        for x in np.column_stack((self._es[gone], self._ed[gone])).ravel().tolist():
+            deg[x] -= 1
+            if deg[x] == 0:
+                del self._id[self._name[x]]  # type: ignore[arg-type]
+                self._name[x] = None
+                self._free.append(x)
+                dead.append(x)
+        self._p[dead] = 0.0
+        self._alive[dead] = False
 
     def _node(self, name: str) -> int:
         u = self._id.get(name)
@@ -283,7 +296,7 @@ class WindowPageRank:
             a[m:] = 0
         self._slot = dict(zip(keys, range(m), strict=True))
         self._pair = keys + [None] * (len(self._es) - m)
-        self._slot_free = list(range(len(self._es) - 1, m - 1, -1))  # reused lowest first
+        self._slot_free = array("q", range(len(self._es) - 1, m - 1, -1))  # lowest first
         self._hi = m
 
     def vector(self) -> tuple[Names, np.ndarray]:
@@ -481,7 +494,7 @@ class InfluenceEngine:
         now = now if now is not None else self.graph.now or 0.0
         self.pagerank.apply(self.graph.drain_delta())
         names, p = self.pagerank.vector()
-        summary = summarise_vector(names, p, len(self.graph.window), self.config.top_n)
+        summary = summarise_vector(names, p, self.graph.window_edges, self.config.top_n)
         if self._window is not None:
             self._turnover = jaccard(set(self._window.supernodes), set(summary.supernodes))
         self._track(summary.supernodes, now)

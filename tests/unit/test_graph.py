@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
+import pickle
+import random
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -105,3 +108,43 @@ def test_expiry_deltas_late_edges_and_day_eviction() -> None:
 def test_window_must_be_positive() -> None:
     with pytest.raises(ValueError):
         InteractionGraph(window=timedelta(0))
+
+
+def test_out_of_order_arrivals_leave_as_a_time_heap_would_pop_them() -> None:
+    """The window's queue (arrival order) and its heap of out-of-order arrivals give, at every
+    step, the window of a plain filter and the net changes, in the order the pairs first
+    changed, of one heap of every interaction popped in (time, arrival) order."""
+    rng = random.Random(7)
+    width = 3600.0
+    g = InteractionGraph(window=width)
+    heap: list[tuple[float, int, tuple[str, str]]] = []
+    delta: dict[tuple[str, str], int] = {}
+    live: list[tuple[float, tuple[str, str]]] = []
+    now: float | None = None
+    seq = queued_late = 0
+    t = 0.0
+    for step in range(4000):
+        t += rng.expovariate(1 / 20)
+        ts = t - (rng.uniform(0, 900) if rng.random() < 0.2 else 0.0)  # a fifth arrive late
+        pair = (f"a{rng.randrange(12)}", f"a{rng.randrange(12, 20)}")
+        g.add(Interaction(*pair, ts))
+        queued_late += bool(g._late)
+        if now is None or ts > now - width:
+            seq += 1
+            heapq.heappush(heap, (ts, seq, pair))
+            delta[pair] = delta.get(pair, 0) + 1
+            live.append((ts, pair))
+        if step % 7 == 0:
+            now = t
+            g.expire(now)
+            while heap and heap[0][0] <= now - width:
+                gone = heapq.heappop(heap)[2]
+                delta[gone] = delta.get(gone, 0) - 1
+            live = [(x, p) for x, p in live if x > now - width]
+            assert g.window == dict(Counter(p for _, p in live))
+            assert g.window_edges == len(g.window)
+            assert list(g.drain_delta().items()) == [(p, w) for p, w in delta.items() if w]
+            delta = {}
+        if step == 2000:
+            g = pickle.loads(pickle.dumps(g))
+    assert queued_late > 100  # the heap of out-of-order arrivals was in use
