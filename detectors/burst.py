@@ -24,9 +24,13 @@ therefore come at most ``flush_s`` late; batching changes nothing else: the same
 text at a time, tested). A pass reads the batch's word n-gram ids in text order, looks each
 distinct one up once in an open-addressing hash table over one NumPy array of packed records
 (n-gram id -> time last seen, record of the text that gave it birth, young flag) and writes
-it back; Python work only for the uses that may adopt a young n-gram or promote a single
-(a verbatim repeat of a recent text by another agent promotes all its n-grams: the real-text
-benchmark, which resamples real texts whole, is the worst case). Old-ness is exact: an n-gram is
+it back; the same pass decides which uses promote a single (the record's age, the agents, the
+stop-words by word id) and which adopt, so Python only applies them. A verbatim repeat of a
+recent text by another agent promotes all its n-grams (the real-text benchmark, which
+resamples real texts whole, is the worst case: some 0.7 promotions an event); a promoted
+n-gram is kept unbuilt (its record, the promoting text's words and sighting, shared by all
+that text's n-grams, and its position) until a third use or a judgement needs it in full,
+and its expiry is one sorted array a flush. Old-ness is exact: an n-gram is
 old when last seen at most ``memory_s`` before; entries unseen for ``memory_s`` are dropped when
 the table is rebuilt (when it would pass half full), a single's age is checked exactly when it
 is used again.
@@ -42,11 +46,12 @@ bytes an n-gram; over ``max_seen`` n-grams the least recently seen go first, tie
 only departure from the definition),
 one record per text within ``max_age_s`` that gave birth to n-grams, and the adopters (at most
 ``max_adopters``) and the first ``evidence_texts`` adopters' texts (400 characters each) of
-the young n-grams with two or more. Items without an author count as
+the young n-grams with three or more uses (with two: a 3-tuple, beside one tuple a promoting
+text). Items without an author count as
 texts and make n-grams old, but adopt nothing.
 
 >>> from streams.state.base import Item
->>> from streams.text import Text
+>>> from streams.text import Text, token_ids
 >>> from streams.events import PostEvent
 >>> d = BurstDetector(BurstConfig(warmup_s=0, warmup_texts=0, min_adopters=5))
 >>> for i, w in enumerate(["red", "green", "blue", "gold", "pink", "gray"]):
@@ -61,6 +66,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -78,10 +84,11 @@ from detectors.evidence import (
 )
 from streams.events import CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
-from streams.text import Text
+from streams.text import Text, token_ids
 
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS)
 _TEXTS = (PostEvent, CommentEvent)  # the events with a text (a tuple: isinstance is faster)
+_STOP_IDS = np.sort(token_ids(sorted(STOP_WORDS)))  # their word ids, for the kernel
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +124,15 @@ class _Young:
     threads: set[str] = field(default_factory=set)
     texts: list[Sighting] = field(default_factory=list)  # the first adopters' texts (evidence)
     evidence: EvidenceCache | None = None  # made at its first finding
+
+
+# a text that gave birth to n-grams: (t, author, post id, texts before it, thread)
+_Record = tuple[float, str | None, str, int, str]
+# a text that promoted singles: (t, author, thread, its words, its sighting)
+_Promoter = tuple[float, str, str, list[str], Sighting]
+# a young n-gram used by its first two agents only, not built yet (most never are): its
+# record, the text that promoted it and the n-gram's position in that text's words
+_Single = tuple[_Record, _Promoter, int]
 
 
 class _SeenTable:
@@ -180,12 +196,12 @@ class _SeenTable:
         return out, absent
 
     def reserve(self, extra: int, now: float, memory_s: float, max_seen: int,
-                force: bool = False) -> None:
+                force: bool = False) -> bool:
         """Room for ``extra`` new keys at load <= 1/2: drop the dead (unseen within
         ``memory_s`` of ``now``) and, over ``max_seen``, the least recently seen; grow if need
-        be."""
+        be. Whether the table was rebuilt."""
         if 2 * (self.count + extra) <= len(self.keys) and not force:
-            return
+            return False
         kept = self.slots[(self.keys != 0) & (self.last >= now - memory_s)]
         if len(kept) > max_seen:  # the most recently seen (ties by key: layout-independent)
             kept = kept[np.lexsort((kept["keys"], kept["last"]))[len(kept) - max_seen:]]
@@ -193,6 +209,7 @@ class _SeenTable:
         self._alloc(bits)
         self.count = 0
         self._put(*(kept[f] for f in self._FIELDS))
+        return True
 
     def nbytes(self) -> int:
         return self.slots.nbytes
@@ -220,6 +237,9 @@ class _Text(NamedTuple):
         return Sighting(self.t, self.author, self.post, snippet(self.event.text, chars))
 
 
+_T, _IDS, _WARM = itemgetter(0), itemgetter(3), itemgetter(5)  # fields of a _Text
+
+
 class BurstDetector:
     type = "burst"
 
@@ -228,7 +248,7 @@ class BurstDetector:
         self._table = _SeenTable()
         # (t, author, post id, texts before it, thread) of the texts that gave birth to n-grams, in
         # order; a record's number is its position plus the number of records dropped
-        self._records: deque[tuple[float, str | None, str, int, str]] = deque()
+        self._records: deque[_Record] = deque()
         self._record_base = 0
         # the records' times and author numbers (-1: none) from record number _arr_base on
         self._rec_t = np.zeros(1024, np.float64)
@@ -237,8 +257,12 @@ class BurstDetector:
         self._author_no: dict[str, int] = {}
         self._buf: list[_Text] = []
         self._swept = -np.inf
-        self._young: dict[int, _Young] = {}
+        self._young: dict[int, _Young | _Single] = {}
         self._young_due: list[tuple[float, int]] = []  # heap: (when to re-check, n-gram)
+        # the singles' due times by flush (heap: next due, flush number, dues sorted, n-grams)
+        self._singles_due: list[tuple[float, int, np.ndarray, np.ndarray]] = []
+        self._flushes = 0
+        self._orphans = np.zeros(0, np.uint64)  # young, not flagged in the table (sorted)
         self._start: float | None = None
         self._texts = 0
         self._anonymous = 0
@@ -270,10 +294,11 @@ class BurstDetector:
             return
         cfg, table = self.cfg, self._table
         n = len(buf)
-        lens = np.fromiter((len(b.ids) for b in buf), np.int64, n)
-        times = np.fromiter((b.t for b in buf), np.float64, n)
-        warm = np.fromiter((b.warm for b in buf), bool, n)
-        ids = np.concatenate([b.ids for b in buf]) if n > 1 else buf[0].ids
+        grams = list(map(_IDS, buf))
+        lens = np.fromiter(map(len, grams), np.int64, n)
+        times = np.fromiter(map(_T, buf), np.float64, n)
+        warm = np.fromiter(map(_WARM, buf), bool, n)
+        ids = np.concatenate(grams) if n > 1 else grams[0]
         # the authors' record numbers (-2: none yet), and who is who within the batch (a
         # record born here has no number yet)
         number, batch = self._author_no, {}
@@ -281,21 +306,25 @@ class BurstDetector:
                                for b in buf), np.int64, n)
         who = np.fromiter((-1 if b.author is None else batch.setdefault(b.author, len(batch))
                            for b in buf), np.int64, n)
+        words = np.concatenate([b.text.word_ids for b in buf]) if n > 1 else \
+            buf[0].text.word_ids
+        word_at = np.zeros(n, np.int64)
+        np.cumsum(lens[:-1] + (cfg.n - 1), out=word_at[1:])  # a text of k grams: k + n - 1 words
         while True:
-            distinct, inserted, births, cg, ci, cp, cr, cs = kernels.flush(
-                ids, lens, times, warm, authors, who, table.keys, table.last, table.rec,
-                table.young, table.bits, table.count, cfg.memory_s,
-                self._record_base + len(self._records), self._rec_t, self._rec_a,
-                self._arr_base, cfg.max_age_s, bool(self._young))
+            distinct, inserted, births, keys, promote, texts, pos, recs = kernels.flush(
+                ids, lens, times, warm, authors, who, words, word_at, _STOP_IDS, cfg.n,
+                table.keys, table.last, table.rec, table.young, table.bits, table.count,
+                cfg.memory_s, self._record_base, self._record_base + len(self._records),
+                self._rec_t, self._rec_a, self._arr_base, cfg.max_age_s, self._orphans)
             if inserted >= 0:
                 break
-            table.reserve(distinct, float(times.min()), cfg.memory_s, cfg.max_seen)
+            if table.reserve(distinct, float(times.min()), cfg.memory_s, cfg.max_seen):
+                self._find_orphans()
         table.count += inserted
         for i in births.tolist():
             self._add_record(buf[i])
-        if not len(cg):
+        if not len(keys):
             return
-        dead: set[int] = set()
         sights: dict[int, Sighting] = {}  # one per text, shared by all its n-grams
 
         def sighting(i: int) -> Sighting:
@@ -304,27 +333,68 @@ class BurstDetector:
                 s = sights[i] = buf[i].sighting(cfg.evidence.stored_chars)
             return s
 
-        # the uses that may do something (adopt a young, promote a single), in text order
-        for g, i, p, rc, sl in zip(cg.tolist(), ci.tolist(), cp.tolist(), cr.tolist(),
-                                   cs.tolist(), strict=True):
+        young, records, base, dirty = self._young, self._records, self._record_base, self._dirty
+        singles: list[int] = []
+        born: list[float] = []
+        # a single's two threads at most: with min_threads over 2 it cannot newly qualify
+        judged = cfg.min_threads <= 2
+        max_adopters, evidence_texts = cfg.max_adopters, cfg.evidence_texts
+        by_i, r_no = -1, -1  # the last promoter and record met (a text's n-grams come in a row)
+        by: _Promoter
+        r: _Record
+        # the kernel's actions, in text order: promotions of singles (kept unbuilt), adoptions
+        for g, pr, i, p, rc in zip(keys.tolist(), promote.tolist(), texts.tolist(),
+                                   pos.tolist(), recs.tolist(), strict=True):
+            if pr:
+                if judged:
+                    dirty.add(g)
+                if i != by_i:
+                    b, by_i = buf[i], i
+                    by = (b.t, b.author, b.thread, b.text.words,  # type: ignore[assignment]
+                          sighting(i))
+                if rc != r_no:
+                    r, r_no = records[rc - base], rc
+                young[g] = (r, by, p)
+                singles.append(g)
+                born.append(r[0])
+                continue
+            dirty.add(g)
             b = buf[i]
-            y = self._young.get(g)
-            if y is not None:
-                y.uses += 1
-                self._dirty.add(g)
-                if b.author is not None and b.author not in y.adopters \
-                        and len(y.adopters) < cfg.max_adopters:
-                    y.adopters[b.author] = b.t
-                    y.posts.append(sighting(i).item_id)
-                    y.threads.add(b.thread)
-                    if len(y.texts) < cfg.evidence_texts:
-                        y.texts.append(sighting(i))
-            elif g not in dead and self._promote(g, rc, b, p, sighting(i)):
-                dead.add(g)
-                if g in self._young:
-                    table.young[sl] = True
-                else:
-                    table.rec[sl] = -1  # never a burst, or no longer young
+            y = young[g]
+            if type(y) is tuple:
+                y = self._built(g, y)
+            y.uses += 1
+            if b.author is not None and b.author not in y.adopters \
+                    and len(y.adopters) < max_adopters:
+                y.adopters[b.author] = b.t
+                y.posts.append(sighting(i).item_id)
+                y.threads.add(b.thread)
+                if len(y.texts) < evidence_texts:
+                    y.texts.append(sighting(i))
+        if singles:  # due max_age after birth, in one heap entry
+            at = np.array(born) + cfg.max_age_s
+            order = np.argsort(at, kind="stable")
+            self._flushes += 1
+            heapq.heappush(self._singles_due, (float(at[order[0]]), self._flushes, at[order],
+                                               np.array(singles, np.uint64)[order]))
+
+    def _built(self, g: int, single: _Single) -> _Young:
+        """A young n-gram kept unbuilt, built (in its place) as its promotion made it."""
+        (born, first, post, texts_before, thread), (t, author, by_thread, words, seen), p = single
+        adopters = {first: born} if first is not None else {}
+        adopters[author] = t
+        y = self._young[g] = _Young(" ".join(words[p:p + self.cfg.n]), born, texts_before, 2,
+                                    adopters, [post, seen.item_id], {thread, by_thread}, [seen])
+        return y
+
+    def _find_orphans(self) -> None:
+        """The young n-grams the seen table does not flag (dropped by a rebuild, or seen again
+        since), sorted, for the kernel: they adopt, never promote."""
+        ids = np.fromiter(self._young, np.uint64, len(self._young))
+        at = self._table.find(ids)
+        flagged = np.zeros(len(ids), bool)
+        flagged[at >= 0] = self._table.young[at[at >= 0]]
+        self._orphans = np.sort(ids[~flagged])
 
     def _add_record(self, b: _Text) -> None:
         n = self._record_base + len(self._records) - self._arr_base
@@ -338,30 +408,6 @@ class BurstDetector:
             self._rec_a[n] = self._author_no.setdefault(b.author, len(self._author_no))
         self._records.append((b.t, b.author, b.post, b.texts_before, b.thread))
 
-    def _promote(self, g: int, rec: int, b: _Text, p: int, seen: Sighting) -> bool:
-        """A singly-used young n-gram used again (by text ``b`` at word ``p``, ``seen`` its
-        sighting, shared by the text's n-grams): tracked in full from a second adopter on.
-        False while it is still singly used (the same agent again, or no agent)."""
-        i = rec - self._record_base
-        if i < 0:
-            return True  # its record is older than max_age_s: no longer young
-        born, first, post, texts_before, thread = self._records[i]
-        if b.t - born > self.cfg.max_age_s:
-            return True
-        if b.author is None or first == b.author:
-            return False
-        words = b.text.words[p:p + self.cfg.n]
-        if sum(map(STOP_WORDS.__contains__, words)) * 2 > self.cfg.n:
-            return True  # over half stop-words: never a burst
-        phrase = " ".join(words)
-        adopters = {first: born} if first is not None else {}
-        adopters[b.author] = b.t
-        self._young[g] = _Young(phrase, born, texts_before, 2, adopters, [post, seen.item_id],
-                                {thread, b.thread}, [seen])
-        heapq.heappush(self._young_due, (born + self.cfg.max_age_s, g))
-        self._dirty.add(g)
-        return True
-
     def _due(self, now: float) -> None:
         """Flush the buffer once it spans ``flush_s`` of event time (or is full)."""
         if self._buf and now - self._buf[0].t >= self.cfg.flush_s:
@@ -369,7 +415,8 @@ class BurstDetector:
 
     def expire(self, now: float) -> None:
         cfg = self.cfg
-        if self._young_due and self._young_due[0][0] < now:
+        if (self._young_due and self._young_due[0][0] < now) or \
+                (self._singles_due and self._singles_due[0][0] < now):
             self._flush()  # the young due now take their buffered uses first
         else:
             self._due(now)
@@ -377,15 +424,24 @@ class BurstDetector:
             self._swept = now
             self._flush()  # the buffered texts see the table as it was
             self._table.reserve(0, now, cfg.memory_s, cfg.max_seen, force=True)
+            self._find_orphans()
         while self._records and now - self._records[0][0] > cfg.max_age_s:
             self._records.popleft()
             self._record_base += 1
         if self._record_base - self._arr_base > max(1024, len(self._records)):
             self._compact_records()
         # past max_age an n-gram is no longer young, unless its open burst still spreads
-        gone: list[int] = []
+        due: list[int] = []
         while self._young_due and self._young_due[0][0] < now:
-            _, g = heapq.heappop(self._young_due)
+            due.append(heapq.heappop(self._young_due)[1])
+        while self._singles_due and self._singles_due[0][0] < now:
+            _, flush, at, ids = heapq.heappop(self._singles_due)
+            k = int(np.searchsorted(at, now))  # those due before now
+            due += ids[:k].tolist()
+            if k < len(at):
+                heapq.heappush(self._singles_due, (float(at[k]), flush, at[k:], ids[k:]))
+        gone: list[int] = []
+        for g in due:  # (a re-check is due after now: none comes back in this loop)
             y = self._young.get(g)
             if y is None:
                 continue
@@ -397,8 +453,11 @@ class BurstDetector:
                 del self._young[g]
                 gone.append(g)
         if gone:
-            at = self._table.find(np.array(gone, np.uint64))
+            ids = np.array(gone, np.uint64)
+            at = self._table.find(ids)
             self._table.young[at[at >= 0]] = False
+            if len(self._orphans):
+                self._orphans = self._orphans[~np.isin(self._orphans, ids)]
 
     def _compact_records(self) -> None:
         """Drop the arrays' dropped records and renumber the authors of the live ones."""
@@ -421,9 +480,13 @@ class BurstDetector:
             y = self._young.get(g)
             if y is None:
                 continue
-            n = len(y.adopters)
             ongoing = g in self._reported
             scale = 0.5 if ongoing else 1.0
+            if type(y) is tuple:  # its two adopters' threads first: most go no further
+                if (1 if y[0][4] == y[1][2] else 2) < cfg.min_threads * scale:
+                    continue
+                y = self._built(g, y)
+            n = len(y.adopters)
             need = cfg.min_adopters * scale
             if len(y.threads) < cfg.min_threads * scale:
                 continue  # a phrase repeated within a thread or two is those threads' business

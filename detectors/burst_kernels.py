@@ -5,8 +5,10 @@ seen table. In NumPy that was some thirty whole-array passes (a stable sort of t
 table's probe rounds, the masks); :func:`flush` is one call of three passes in text order:
 the batch's n-grams, each text's first use of each (a small hash map over the batch's distinct
 n-grams, cache-resident); each distinct n-gram looked up (or inserted) in the seen table once,
-old or born, its time last seen and record written back; of the uses, those of the n-grams
-that may adopt a young n-gram or promote a single, in text order (for the Python loop).
+old or born, its time last seen and record written back (the home slots of the batch read
+first in a loop of independent loads, so that the cache misses overlap); of the uses, those
+that promote a single or adopt into a young n-gram, decided in text order as the detector's
+rule has it (the Python loop applies them).
 
 The table is open addressing with linear probing: the slot of key ``k`` is
 ``(k * MIX) >> (64 - bits)`` (64-bit wrap-around product), key 0 marks an empty slot.
@@ -23,7 +25,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streams.kernels import B1, B1_A, BOOL, F64, F64_A, FLOAT, I64, I64_A, INT, U64, U64_A
+from streams.kernels import B1, B1_A, F64, F64_A, FLOAT, I64, I64_A, INT, U64, U64_A
 
 MIX = np.uint64(0x9E3779B97F4A7C15)
 
@@ -91,35 +93,53 @@ def put(keys: np.ndarray, last: np.ndarray, rec: np.ndarray, young: np.ndarray, 
         young[s] = src_young[j]
 
 
-@numba.njit([(U64, I64, F64, B1, I64, I64, U64_A, F64_A, I64_A, B1_A, INT, INT, FLOAT, INT, F64,
-               I64, INT, FLOAT, BOOL)], cache=True)
+@numba.njit(cache=True)
+def _member(sorted_keys: np.ndarray, k: np.uint64) -> bool:
+    """Whether ``k`` is in the sorted array ``sorted_keys``."""
+    j = np.searchsorted(sorted_keys, k)
+    return j < len(sorted_keys) and sorted_keys[j] == k
+
+
+@numba.njit([(U64, I64, F64, B1, I64, I64, U64, I64, U64, INT, U64_A, F64_A, I64_A, B1_A, INT,
+               INT, FLOAT, INT, INT, F64, I64, INT, FLOAT, U64)], cache=True)
 def flush(ids: np.ndarray, lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
-          authors: np.ndarray, who: np.ndarray, keys: np.ndarray, last: np.ndarray,
+          authors: np.ndarray, who: np.ndarray, words: np.ndarray, word_at: np.ndarray,
+          stop: np.ndarray, n_words: int, keys: np.ndarray, last: np.ndarray,
           rec: np.ndarray, young: np.ndarray, bits: int, count: int, memory_s: float,
-          next_record: int, rec_t: np.ndarray, rec_a: np.ndarray, arr_base: int,
-          max_age_s: float, any_young: bool) -> tuple[int, int, np.ndarray, np.ndarray,
-                                                      np.ndarray, np.ndarray, np.ndarray,
-                                                      np.ndarray]:
+          record_base: int, next_record: int, rec_t: np.ndarray, rec_a: np.ndarray,
+          arr_base: int, max_age_s: float, orphans: np.ndarray) -> tuple[
+              int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+              np.ndarray]:
     """One batch against the seen table (``keys``, ``last``, ``rec``, ``young``: 2 ** ``bits``
     slots, ``count`` used), as one text at a time in order would.
 
     The batch: text after text, ``lens`` n-gram ids each (id 0 read as 1, 0 marking an empty
     slot), each text's time, warm-up flag, author number (``authors``: that of the records,
-    -2 for an author without one, -1 for none) and author within the batch (``who``: equal
-    for one author, -1 for none). Only each text's first use of an n-gram counts.
+    -2 for an author without one, -1 for none), author within the batch (``who``: equal
+    for one author, -1 for none) and word ids (``words`` from ``word_at``: gram ``p`` is
+    words ``p`` to ``p + n_words - 1``). Only each text's first use of an n-gram counts.
 
     An n-gram is old when its first text here comes at most ``memory_s`` after it was last
     seen; else it is born with the record of that text (the texts that give births get the
     record numbers ``next_record`` on, in order), or gets no record (-1) in the warm-up. Its
     time last seen becomes the latest of its texts', its record is written back. A use is every
     text of an n-gram with a record outside the warm-up, but the first text of one that was not
-    old; a use may do something when it is of a young n-gram (``any_young``) or comes within
+    old; a use may do something when it is of a young n-gram (flag ``young``) or comes within
     ``max_age_s`` of its record (time ``rec_t``, author ``rec_a`` from record number
     ``arr_base`` on, or a text of this batch) by a known author other than the record's.
 
-    Returns (distinct n-grams of the batch, keys inserted, texts that gave births, and every
-    use of the n-grams with a use that may do something, in text order: key, text, position,
-    record, slot). When the distinct n-grams would take the load over 1/2, nothing is done
+    Those uses, in text order, as the detector's n-gram by n-gram rule would take them: a use
+    of a young n-gram (flagged, one of the sorted ``orphans``: young but out of the table,
+    or promoted earlier in the batch) is an adoption; else a use of a single used again
+    promotes it (flagged young here) when its record is live (number at least
+    ``record_base``, within ``max_age_s``), the user an agent other than the record's and
+    the n-gram at most half stop-words (ids ``stop``, sorted); an agent again, or no agent,
+    changes nothing; anything else makes it never a burst (record -1), and its later uses in
+    the batch do nothing.
+
+    Returns (distinct n-grams of the batch, keys inserted, texts that gave births, and the
+    actions in text order: key, whether a promotion (else an adoption), text, position,
+    record). When the distinct n-grams would take the load over 1/2, nothing is done
     (inserted -1): the caller makes room and calls again."""
     n = len(ids)
     lbits = 4
@@ -171,18 +191,34 @@ def flush(ids: np.ndarray, lens: np.ndarray, times: np.ndarray, warm: np.ndarray
         at += lens[i]
     none = np.empty(0, np.int64)
     if 2 * (count + n_grp) > (1 << bits):
-        return n_grp, -1, none, np.empty(0, np.uint64), none, none, none, none
+        return (n_grp, -1, none, np.empty(0, np.uint64), np.empty(0, np.bool_), none, none,
+                none)
 
     grp_slot = np.empty(n_grp, np.int64)
     grp_rec = np.empty(n_grp, np.int64)
     grp_young = np.empty(n_grp, np.bool_)
     fresh = np.zeros(n_grp, np.bool_)  # not old: its first use is no use
     born = np.zeros(len(times), np.bool_)
+    # every home slot read first, in a loop of independent loads (the table is far larger
+    # than the cache: the misses overlap), then probed from the cache; a key at its home is
+    # found there with its young flag (nothing is removed here, and no flag changes)
+    shift = np.uint64(64 - bits)
+    home_key = np.empty(n_grp, np.uint64)
+    home_young = np.empty(n_grp, np.bool_)
+    for g in range(n_grp):
+        s = _home(grp_key[g], shift)
+        grp_slot[g] = s
+        home_key[g] = keys[s]
+        home_young[g] = young[s]
     inserted = 0
     for g in range(n_grp):
-        s, absent = _slot(keys, grp_key[g], bits)
-        grp_slot[g] = s
-        grp_young[g] = young[s]
+        if home_key[g] == grp_key[g]:
+            s, absent = grp_slot[g], False
+            grp_young[g] = home_young[g]
+        else:
+            s, absent = _slot(keys, grp_key[g], bits)
+            grp_slot[g] = s
+            grp_young[g] = young[s]
         i = occ_text[grp_first[g]]
         if absent:
             inserted += 1
@@ -227,14 +263,52 @@ def flush(ids: np.ndarray, lens: np.ndarray, times: np.ndarray, warm: np.ndarray
             idx = r - arr_base
             fresh_rec = idx >= 0 and times[i] - rec_t[idx] <= max_age_s
             other = fresh_rec and authors[i] != -1 and authors[i] != rec_a[idx]
-        may[g] = (fresh_rec and other) or (any_young and grp_young[g])
-    n_cand = 0
+        may[g] = (fresh_rec and other) or grp_young[g]
+    # the young at the batch's start: flagged, or orphans
+    adopting = grp_young.copy()
+    if len(orphans):
+        for g in range(n_grp):
+            adopting[g] = adopting[g] or _member(orphans, grp_key[g])
+    done = np.zeros(n_grp, np.bool_)  # promoted or never a burst in this batch
+    promote = np.zeros(n_occ, np.bool_)
+    n_act = 0
     for o in range(n_occ):
-        if use[o] and may[occ_grp[o]]:
-            occ_text[n_cand] = occ_text[o]  # in place: n_cand <= o
-            occ_pos[n_cand] = occ_pos[o]
-            occ_grp[n_cand] = occ_grp[o]
-            n_cand += 1
-    g_c = occ_grp[:n_cand]
-    return (n_grp, inserted, births, grp_key[g_c], occ_text[:n_cand], occ_pos[:n_cand],
-            grp_rec[g_c], grp_slot[g_c])
+        g = occ_grp[o]
+        if not (use[o] and may[g]):
+            continue
+        i = occ_text[o]
+        if not adopting[g]:
+            if done[g]:
+                continue
+            r = grp_rec[g]
+            if r >= next_record:
+                b = births[r - next_record]
+                live = times[i] - times[b] <= max_age_s
+                same = who[i] == -1 or who[i] == who[b]
+            else:
+                idx = r - arr_base
+                live = r >= record_base and times[i] - rec_t[idx] <= max_age_s
+                same = authors[i] == -1 or (live and authors[i] == rec_a[idx])
+            if live and same:
+                continue  # singly used still: the same agent again, or no agent
+            if live:
+                at = word_at[i] + occ_pos[o]
+                stops = 0
+                for w in range(at, at + n_words):
+                    if _member(stop, words[w]):
+                        stops += 1
+                live = stops * 2 <= n_words  # over half stop-words: never a burst
+            done[g] = True
+            if not live:
+                rec[grp_slot[g]] = -1
+                continue
+            adopting[g] = True
+            promote[n_act] = True
+            young[grp_slot[g]] = True
+        occ_text[n_act] = i  # in place: n_act <= o
+        occ_pos[n_act] = occ_pos[o]
+        occ_grp[n_act] = g
+        n_act += 1
+    g_a = occ_grp[:n_act]
+    return (n_grp, inserted, births, grp_key[g_a], promote[:n_act], occ_text[:n_act],
+            occ_pos[:n_act], grp_rec[g_a])

@@ -8,6 +8,7 @@ import pickle
 import random
 from datetime import UTC, datetime
 
+import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from detectors.burst import BurstConfig, BurstDetector
@@ -222,3 +223,26 @@ def test_seen_table_rebuild_keeps_the_live_and_the_most_recently_seen() -> None:
     assert 2 * (table.count + 10**6) > len(table.keys)  # and it grows for what is to come
     table.reserve(10**6, 10.0, 5.0, 250)
     assert 4 * (table.count + 10**6) < len(table.keys) and (table.find(keys[550:]) >= 0).all()
+
+
+def test_a_young_ngram_dropped_from_the_seen_table_still_adopts() -> None:
+    """A young n-gram unseen for memory_s leaves the seen table at the sweep but stays young
+    (max_age_s later): seen again, its first text makes it born anew (no use), the next agent
+    adopts it (it is not promoted afresh: its adopters and uses carry on)."""
+    from streams.text import Text
+
+    d = BurstDetector(BurstConfig(warmup_s=0, warmup_texts=0, memory_s=600, max_age_s=7200,
+                                  batch=1))
+    phrase = "zorblax quintal plamber"
+    [g] = Text.of(phrase).word_ngram_ids(3).tolist()
+    d.update(item(1, 0.0, "a1", phrase))
+    d.update(item(2, 10.0, "a2", phrase))  # a second agent: young
+    d.expire(20.0)  # the first sweep: nothing dead yet
+    assert g in d._young and (d._table.find(np.array([g], np.uint64)) >= 0).all()
+    d.expire(700.0)  # unseen since 10: out of the table, young still
+    assert g in d._young and (d._table.find(np.array([g], np.uint64)) < 0).all()
+    d.update(item(3, 800.0, "a3", phrase))  # born anew: its first use is no use
+    d.update(item(4, 810.0, "a4", phrase))
+    y = d._young[g]
+    assert list(y.adopters) == ["a1", "a2", "a4"] and y.uses == 3  # type: ignore[union-attr]
+    assert y.born == 0.0 and y.posts == ["p1", "p2", "p4"]  # type: ignore[union-attr]
