@@ -35,7 +35,7 @@ INT, UINT, FLOAT, BOOL = types.int64, types.uint64, types.float64, types.boolean
 
 KERNEL_MODULES = ("streams.textscan", "streams.state.cascade_kernels",
                   "streams.state.pagerank_kernels", "detectors.burst_kernels",
-                  "detectors.surge_kernels")
+                  "detectors.surge_kernels", "streams.state.ngram_kernels")
 
 
 def warm() -> int:
