@@ -91,7 +91,9 @@ class ManagedProcess:
         self.started_at = time.monotonic()
         return self
 
-    def start(self, timeout: float = 30.0) -> ManagedProcess:
+    def start(self, timeout: float = 120.0) -> ManagedProcess:
+        # generous: a child's imports (NumPy, numba's cached kernels) take tens of seconds on a
+        # loaded 2-core machine; a ready child ends the wait at once
         self.spawn()
         assert self.proc is not None
         deadline = time.monotonic() + timeout
