@@ -28,14 +28,17 @@ each pair (an adoption stores its text's index, 4 bytes; the texts' times and ag
 table), a search of each adoption store to keep the pairs never seen: the cascades' store
 holds one segment per cascade (numbered by id rank, a new cascade's segment inserted in place,
 so the pairs in key order are in segment order without a sort; never evicted), each adoption
-only its text (the agent is the text's), sorted by agent, searched by a binary search within
-the segments; the other n-grams' store is sorted by (id prefix, agent, id), searched by a
-galloping search from the previous pair (the pairs come sorted: O(log gap)); one galloping
-search into the n-gram table (sorted by id) adds them to each n-gram's distinct-adopter
-count; insertions are one pass per column. A cascade's readable words are taken, when it
-crosses ``min_adopters``, from a buffered text that adopted it
-(:func:`streams.text.ngram_text`), and its earlier adoptions move to the cascades' store
-(found by searches of its key range, the rest of the store copied block by block). The
+only its text (the agent is the text's), sorted by agent, searched within the segments (a
+binary search, galloping from the previous pair of the same cascade); the other n-grams'
+store is sorted by (id prefix, agent, id), searched by a galloping search from the previous
+pair (the pairs come sorted: O(log gap)); one kernel (:func:`counted`) adds them to the
+n-gram table (sorted by id: a galloping search, the unseen n-grams merged in one pass) and
+finds the n-grams that became cascades. A cascade's readable words are taken, when it
+crosses ``min_adopters``, from a buffered text that adopted it (the words of the texts
+naming new cascades joined once, each cascade's bytes gathered from them, as
+:func:`streams.text.ngram_text` joins them), and its earlier adoptions move to the cascades'
+store (found by searches of its key range, in the same pass that inserts the other new
+adoptions into the other n-grams' store: :func:`store_update`). The
 cascades' store has two levels: a merge inserts into the recent one (O(recent)), which goes
 into the main one in one pass once it is an eighth of it (O(1) an adoption amortised), so a
 flush does not rewrite every adoption ever taken (the periodic analysis flushes every ~10k
