@@ -83,7 +83,8 @@ class Item:
     whose author the platform no longer names; text: the tokens of the post (title and body) or
     comment, None for other events; vector: the text's embedding when the stage made one;
     admitted: False for a post the verbatim filter excluded from the lexical and semantic
-    metrics.
+    metrics; raw: the text as written (``event.text``, which a post builds anew each read),
+    set by :meth:`of` for posts and comments, None when the item was made without it.
     """
 
     event: Event
@@ -92,6 +93,7 @@ class Item:
     text: Text | None = None
     vector: np.ndarray | None = None
     admitted: bool = True
+    raw: str | None = None
 
     @classmethod
     def of(cls, event: Event, vector: np.ndarray | None = None) -> Item:
@@ -102,12 +104,13 @@ class Item:
         >>> t = datetime(2026, 2, 1, tzinfo=timezone.utc)
         >>> it = Item.of(PostEvent(id="post:1", event_time=t, observed_at=t, post_id="1",
         ...                        author="a", title="GM", content="hello, world"))
-        >>> it.t, it.author, it.text.tokens
-        (1769904000.0, 'a', ['gm', 'hello', ',', 'world'])
+        >>> it.t, it.author, it.text.tokens, it.raw
+        (1769904000.0, 'a', ['gm', 'hello', ',', 'world'], 'GM\\nhello, world')
         """
         t = event.event_time.timestamp()
         if isinstance(event, _TEXTED):
-            return cls(event, t, event.author, Text.of(event.text), vector)
+            raw = event.text
+            return cls(event, t, event.author, Text.of(raw), vector, True, raw)
         return cls(event, t, None, None, vector)  # (a pydantic attribute miss is slow)
 
 

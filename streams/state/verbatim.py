@@ -92,7 +92,8 @@ class VerbatimFilter:
         """Engine verb: a post is admitted or not by its exact text (``item.admitted``)."""
         event = item.event
         if type(event) is PostEvent:
-            item.admitted = self.admit(event.text)
+            raw = item.raw  # (the text Item.of read: not built again)
+            item.admitted = self.admit(event.text if raw is None else raw)
 
     def expire(self, now: float) -> None:
         """Nothing ages out: the sketch is the whole history (fixed size)."""

@@ -92,3 +92,10 @@ def test_update_marks_posts_only() -> None:
     f.expire(t.timestamp())
     assert [it.admitted for it in posts] == [True, False, False]
     assert comment.admitted and f.seen_total == 3 and f.excluded_total == 2
+    bare = [Item(it.event, it.t, it.author, it.text) for it in posts]  # no raw text: read anew
+    assert bare[0].raw is None and posts[0].raw == "gm\ngm all"
+    g = VerbatimFilter(threshold=1)
+    for it in bare:
+        g.update(it)
+    assert [it.admitted for it in bare] == [True, False, False]
+    assert g.snapshot().as_dict() == f.snapshot().as_dict()
