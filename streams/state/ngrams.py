@@ -36,20 +36,22 @@ packs the last day relative to the oldest day that may still change (8 bits: G +
 day further back can never move: no post older than ``current - lateness`` is counted, so it is
 kept clamped and never read back) and the count capped at 2 (1 bit); the batch rule's table
 keeps first and last day as uint16 days since 1970 (good to 2149) and the count as uint8, 13
-bytes. Merges and drops edit the tables in place (the buffers grow and shrink by realloc,
-elements move a chunk at a time): no second copy of a table at any moment, only the buffered
-occurrences (8 bytes each) and chunk-sized temporaries. N-grams are dropped as soon as they can
-no longer change: unseen for more than G days (singletons included), so the tables hold only
-the n-grams of the last G + lateness + 1 days; the drop runs once per day change (nothing can
-age out within a day). Occurrences are buffered and merged in vectorised batches (at each day
-change, every ``flush_every`` occurrences and on reading): one sort of the buffered ids per n
-(one day in the buffer: ``np.sort``, no payload), one ``searchsorted`` of the distinct ones
-into the table, one insertion in place; births and deaths are kept as per-day counters
-(``births`` / ``deaths`` of a day in the series: qualifying lives whose first / last day it
-is), so finished n-grams leave nothing but counts. A merge moves every element of the tables,
-so the buffer holds at least an eighth of the tracked n-grams before one (8 bytes an
-occurrence: the buffer adds at most ~8 % to the tables' memory); per post the cost is O(tokens
-x max_n x log), with no Python loop over tokens or history. Repeated texts: a post whose exact
+bytes. Merges and drops edit the tables in place (the buffers grow and shrink by realloc; a
+merge moves the old elements right from the end, a drop a chunk at a time): no second copy of a
+table at any moment, only the buffered occurrences (8 bytes each), a merge's 18 bytes a distinct
+batch id and chunk-sized temporaries. N-grams are dropped as soon as they can no longer change:
+unseen for more than G days (singletons included), so the tables hold only the n-grams of the
+last G + lateness + 1 days; the drop runs once per day change (nothing can age out within a
+day). Occurrences are buffered and merged in vectorised batches (at each day change, every
+``flush_every`` occurrences and on reading): one sort of the buffered ids per n (one day in the
+buffer: ``np.sort``, no payload, then one pass for the distinct ones), one compiled walk over
+each sorted table and the sorted batch (:mod:`streams.state.ngram_kernels`: the grace rule per
+n-gram, counters moved in place), one insertion in place; births and deaths are kept as per-day
+counters (``births`` / ``deaths`` of a day in the series: qualifying lives whose first / last
+day it is), so finished n-grams leave nothing but counts. A merge moves every element of the
+tables, so the buffer holds at least an eighth of the tracked n-grams before one (8 bytes an
+occurrence: the buffer adds at most ~8 % to the tables' memory); per post the cost is O(tokens x
+max_n x log), with no Python loop over tokens or history. Repeated texts: a post whose exact
 text (title and body, a 16-byte blake2b digest) was already counted twice on its day changes
 nothing (each of its n-grams already has that day in its life and a count of 2), so it is
 counted in the totals and skipped without tokens' ids or n-gram work; the digests of the days
