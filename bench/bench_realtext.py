@@ -77,7 +77,6 @@ if TREE != ROOT:
     _spec.loader.exec_module(realtext)
 else:
     from bench import realtext
-from service.stores.reducer_checkpoint import CHUNK_BYTES  # noqa: E402
 from streams.events import Event  # noqa: E402
 from streams.state.base import Item  # noqa: E402
 
@@ -633,6 +632,9 @@ def memory(args: argparse.Namespace, real: dict[str, Any]) -> None:
     """State and RSS of a Moltbook peak day, extrapolated from this stream (a normal day and
     the peak day at ``scale``): what an engine allocates up front (its empty pickle: sketches,
     tables) stays, what it gathered grows with the volume, i.e. by ``1 / scale``."""
+    # here, not at the top: a child measuring an older tree imports that tree's service/
+    from service.stores.reducer_checkpoint import CHUNK_BYTES
+
     factor = 1.0 / args.scale
     sizes = {k: v for k, v in real["states"].items() if isinstance(v, int)}
     empty = {k: v if isinstance(v, int) else 0 for k, v in real["empty"].items()}
