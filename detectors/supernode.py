@@ -285,7 +285,9 @@ class SupernodeDetector:
         if not snaps or snaps[-1].n_agents < cfg.min_agents:
             return []
         last = snaps[-1]
-        reach = self._reach({*last.supernodes, *list(last.shares)[:5]})
+        # in name order: the findings' order must not hang on a set's, which the string hash
+        # seed sets per process (live workers and the replay run in different processes)
+        reach = self._reach(sorted({*last.supernodes, *list(last.shares)[:5]}))
         bar = self.reach_bar()
         base = [s for s in snaps[: -(self._gap + cfg.persist)] if s.full]
         out: list[Finding] = []
@@ -318,7 +320,7 @@ class SupernodeDetector:
         q = ordered[round(cfg.reach_quantile * (len(ordered) - 1))]
         return max(float(cfg.min_repliers), cfg.reach_margin * q)
 
-    def _reach(self, agents: set[str]) -> dict[str, tuple[int, int]]:
+    def _reach(self, agents: list[str]) -> dict[str, tuple[int, int]]:
         """Distinct repliers, and threads with ``min_thread_replies`` replies, in the window."""
         out = {}
         for a in agents:
