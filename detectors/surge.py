@@ -261,7 +261,9 @@ class _Entity:
     name: str
     first_seen: float
     last_seen: float
-    buckets: deque[list[float]]  # [bucket index, posts]
+    # flat: bucket index (a float), its posts (an int), ... (a small int is a shared object:
+    # ~16 bytes a bucket, where a [index, posts] list of floats took ~120)
+    buckets: deque[float | int]
     posts: deque[_Post]  # the latest max_posts_per_entity
     accounts: dict[str, float] = field(default_factory=dict)
     incident_agents: Counter[str] | None = None
@@ -316,8 +318,9 @@ class SurgeDetector:
             post_id = thread = event.post_id
         else:
             post_id, thread = f"{event.post_id}/{event.comment_id}", event.post_id
-        post = _Post(t, author, post_id, thread, text.word_ids[:400], new,
-                     raw[:cfg.evidence.stored_chars], sig)  # (evidence.snippet, inline)
+        ids = text.word_ids  # (the text's own array: no view a post, no tail held past 400)
+        post = _Post(t, author, post_id, thread, ids if len(ids) <= 400 else ids[:400].copy(),
+                     new, raw[:cfg.evidence.stored_chars], sig)  # (evidence.snippet, inline)
         idx = t // cfg.bucket_s  # (a float: the bucket's index)
         entities, dirty = self._entities, self._dirty
         max_accounts = cfg.max_accounts_per_entity
@@ -325,7 +328,7 @@ class SurgeDetector:
             dirty.add(name)
             e = entities.get(name)
             if e is None:  # a new entity: its first bucket, post and account
-                e = entities[name] = _Entity(name, t, t, deque([[idx, 1.0]]),
+                e = entities[name] = _Entity(name, t, t, deque((idx, 1)),
                                              deque([post], cfg.max_posts_per_entity))
                 if author is not None and max_accounts > 0:
                     e.accounts[author] = t
@@ -337,10 +340,10 @@ class SurgeDetector:
             if t > e.last_seen:
                 e.last_seen = t
             buckets = e.buckets
-            if buckets and (last := buckets[-1])[0] == idx:
-                last[1] += 1
+            if buckets and buckets[-2] == idx:
+                buckets[-1] += 1
             else:
-                buckets.append([idx, 1.0])
+                buckets.extend((idx, 1))
             e.posts.append(post)  # (a bounded deque: the oldest post drops out)
             if author is not None:  # an unknown author adds volume, not an account
                 accounts = e.accounts
@@ -410,7 +413,8 @@ class SurgeDetector:
         if len(e.accounts) < cfg.min_accounts * low:
             return None
         count_w = prev_w = base = 0.0
-        for idx, n in e.buckets:
+        pairs = iter(e.buckets)
+        for idx, n in zip(pairs, pairs, strict=True):  # (float sums of int counts: exact)
             at = idx * cfg.bucket_s  # (the bucket's start)
             if at >= w_start:
                 count_w += n
@@ -535,7 +539,8 @@ class SurgeDetector:
             if e is None:
                 continue
             buckets, posts = e.buckets, e.posts
-            while buckets and buckets[0][0] < first_bucket:
+            while buckets and buckets[0] < first_bucket:
+                buckets.popleft()
                 buckets.popleft()
             while posts and posts[0].t <= kept_after:
                 posts.popleft()
