@@ -124,8 +124,12 @@ def deep_size(root: Any, seen: set[int]) -> int:
             stack.extend(o.keys())
             stack.extend(o.values())
         elif isinstance(o, np.ndarray):  # not a GC container: its owner and objects by hand
-            if o.base is not None:
-                stack.append(o.base)
+            if (base := o.base) is not None:
+                if not isinstance(base, np.ndarray | bytes | bytearray) and id(base) not in seen:
+                    # a buffer a numba kernel (or another foreign owner) allocated: its owner's
+                    # getsizeof does not show it; the array over it covers it
+                    total += o.nbytes
+                stack.append(base)
             if o.dtype.hasobject:
                 stack.extend(o.ravel().tolist())
         else:
