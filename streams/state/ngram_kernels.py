@@ -77,6 +77,24 @@ def _pack(f: int, last: int, c: int, origin: int, clamp: int) -> np.uint16:
                      & 0xFFFF)
 
 
+@numba.njit(cache=True)
+def _seek(keys: np.ndarray, j: int, g: np.uint64) -> int:
+    """The first position at or after ``j`` whose id is not below ``g``."""
+    n = len(keys)
+    while j < n and keys[j] < g:
+        j += 1
+    return j
+
+
+@numba.njit(cache=True)
+def _born(bmin: int, bmax: int, bcnt: int, births: np.ndarray, deaths: np.ndarray,
+          base: int) -> None:
+    """A new id's life: born and dead within the batch if it qualifies (seen twice)."""
+    if bcnt >= 2:
+        births[bmin - base] += 1
+        deaths[bmax - base] += 1
+
+
 @numba.njit([(U64, U16, U64, I64, I64, I64, INT, INT, INT, I64, I64, INT)], cache=True)
 def merge_packed(keys: np.ndarray, meta: np.ndarray, uk: np.ndarray, bmin: np.ndarray,
                  bmax: np.ndarray, bcnt: np.ndarray, origin: int, clamp: int, grace: int,
@@ -94,8 +112,7 @@ def merge_packed(keys: np.ndarray, meta: np.ndarray, uk: np.ndarray, bmin: np.nd
     j = 0
     for i in range(len(uk)):
         g = uk[i]
-        while j < n and keys[j] < g:
-            j += 1
+        j = _seek(keys, j, g)
         if j < n and keys[j] == g:
             m = np.int64(meta[j])
             l0 = (m & 0xFF) + origin
@@ -103,9 +120,7 @@ def merge_packed(keys: np.ndarray, meta: np.ndarray, uk: np.ndarray, bmin: np.nd
                                bcnt[i], grace, births, deaths, base)
             meta[j] = _pack(nf, nl, nc, origin, clamp)
         else:
-            if bcnt[i] >= 2:
-                births[bmin[i] - base] += 1
-                deaths[bmax[i] - base] += 1
+            _born(bmin[i], bmax[i], bcnt[i], births, deaths, base)
             pos[k] = j
             new_keys[k] = g
             new_meta[k] = _pack(bmin[i], bmax[i], bcnt[i], origin, clamp)
@@ -128,8 +143,7 @@ def merge_wide(keys: np.ndarray, first: np.ndarray, last: np.ndarray, count: np.
     j = 0
     for i in range(len(uk)):
         g = uk[i]
-        while j < n and keys[j] < g:
-            j += 1
+        j = _seek(keys, j, g)
         if j < n and keys[j] == g:
             nf, nl, nc = _life(np.int64(first[j]), np.int64(last[j]), np.int64(count[j]),
                                bmin[i], bmax[i], bcnt[i], grace, births, deaths, base)
@@ -137,9 +151,7 @@ def merge_wide(keys: np.ndarray, first: np.ndarray, last: np.ndarray, count: np.
             last[j] = np.uint16(nl & 0xFFFF)
             count[j] = np.uint8(nc)
         else:
-            if bcnt[i] >= 2:
-                births[bmin[i] - base] += 1
-                deaths[bmax[i] - base] += 1
+            _born(bmin[i], bmax[i], bcnt[i], births, deaths, base)
             pos[k] = j
             which[k] = i
             k += 1
