@@ -79,26 +79,19 @@ from detectors.evidence import (
     Sighting,
     build_evidence,
 )
-from detectors.surge_kernels import candidates
+from detectors.surge_kernels import TLDS, candidates
 from streams.events import AgentEvent, CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
-from streams.text import Text, token_ids
+from streams.text import Text
 
 ENTITY_PRIORITY = {"mint": 0, "token": 1, "contract": 2, "url": 3, "hashtag": 4, "text": 5}
 _INSCRIPTION_KEYS = frozenset(("p", "op", "tick", "amt"))
-TLDS = ("xyz", "com", "io", "ai", "fun", "app", "net", "org", "gg", "so", "co", "me", "lol",
-        "meme")
 _TLD_RE = re.compile(r"\.(?:" + "|".join(TLDS) + r")\b", re.IGNORECASE)
 _TLD_SET = frozenset(TLDS)
 _OWN_HOSTS = ("moltbook.com", "www.moltbook.com")
 _HEX = frozenset("0123456789abcdef")
 _ALNUM_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 _MARKED = re.compile(r"([$#]) (\w+)")  # over tokens joined by spaces
-# the token ids the compiled candidate scan compares (equal tokens, equal ids)
-_DOMAIN_IDS = token_ids(list(TLDS))
-_DOT_ID, _TICK_ID = (int(i) for i in token_ids([".", "tick"]))
-_TEMPLATE_SCAN, _TEMPLATE_WORDS = 64, 40  # the template: first 40 all-letter of the first 64
-_CONTRACT_MIN = 32  # code points of the shortest contract (base58 32-44, EVM 42)
 
 
 def _ticker(word: str, max_len: int) -> bool:
@@ -162,9 +155,8 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
             elif _ticker(nxt, 40) and len(nxt) >= 3:
                 out.add(f"hashtag:{nxt}")
     # where the other scans can find something: one compiled pass over the ids and word views
-    pos, n_template, n_long, n_dots, tick = candidates(
-        text.ids, text.word_lengths, text.word_alpha, _DOMAIN_IDS, _DOT_ID, _TICK_ID,
-        _TEMPLATE_SCAN, _TEMPLATE_WORDS, _CONTRACT_MIN)
+    pos, n_template, n_long, n_dots, tick = candidates(text.ids, text.word_lengths,
+                                                       text.word_alpha)
     at = pos.tolist()
     if tick and ("tick" in raw or "TICK" in raw):
         fields = inscription(tokens)
@@ -298,11 +290,12 @@ class SurgeDetector:
         if self._start is None or t < self._start:
             self._start = t
         if text.tokens:
-            self._observe(t, item.author, item.event, text)
+            raw = item.raw  # (a post's event.text builds title + body anew on each read)
+            self._observe(t, item.author, item.event, text,
+                          item.event.text if raw is None else raw)
 
     def _observe(self, t: float, author: str | None, event: PostEvent | CommentEvent,
-                 text: Text) -> None:
-        raw = event.text
+                 text: Text, raw: str) -> None:
         cfg = self.cfg
         names, sig = _entities(text, raw, cfg.min_template_words)
         if not names:
@@ -322,10 +315,10 @@ class SurgeDetector:
         post = _Post(t, author, post_id, thread, ids if len(ids) <= 400 else ids[:400].copy(),
                      new, raw[:cfg.evidence.stored_chars], sig)  # (evidence.snippet, inline)
         idx = t // cfg.bucket_s  # (a float: the bucket's index)
-        entities, dirty = self._entities, self._dirty
+        entities = self._entities
+        self._dirty.update(names)
         max_accounts = cfg.max_accounts_per_entity
         for name in names:
-            dirty.add(name)
             e = entities.get(name)
             if e is None:  # a new entity: its first bucket, post and account
                 e = entities[name] = _Entity(name, t, t, deque((idx, 1)),

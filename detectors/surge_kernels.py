@@ -5,17 +5,17 @@ can hold an entity instead of on every text.
 
 Candidates are found by token id (``"."`` then a known top-level domain, the ``tick`` key of an
 inscription): equal tokens have equal ids, so no candidate is missed, and the caller compares
-the tokens themselves before it uses one.
+the tokens themselves before it uses one. The ids and the scan's bounds are constants compiled
+in (a call passes only the text's three arrays: each argument costs the dispatcher time).
 
->>> import numpy as np
->>> ids = np.array([5, 1, 7, 9, 1, 8], np.uint64)  # "." is 1, the domains 7 and 8, tick 9
->>> # words 0, 2, 3 are all letters, word 1 is long; dots at tokens 1 and 4
->>> lens = np.array([3, 40, 2, 3], np.int64)
->>> alpha = np.array([True, False, True, True])
->>> pos, n_template, n_long, n_dots, tick = candidates(
-...     ids, lens, alpha, np.array([7, 8], np.uint64), 1, 9, 64, 40, 32)
->>> pos.tolist(), n_template, n_long, n_dots, tick
-([0, 2, 3, 1, 1, 4], 3, 1, 2, True)
+>>> from streams.text import Text
+>>> text = Text.of("gm 0x" + "a" * 40 + " on mbc20.xyz tick")
+>>> pos, n_template, n_long, n_dots, tick = candidates(text.ids, text.word_lengths,
+...                                                    text.word_alpha)
+>>> text.tokens
+['gm', '0xaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'on', 'mbc20', '.', 'xyz', 'tick']
+>>> pos.tolist(), n_template, n_long, n_dots, tick  # words gm on xyz tick; the address; the dot
+([0, 2, 4, 5, 1, 4], 4, 1, 1, True)
 """
 
 from __future__ import annotations
@@ -23,20 +23,28 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streams.kernels import B1, BOOL, I64, INT, U64, UINT
+from streams.kernels import B1, BOOL, I64, INT, U64
+from streams.text import token_ids
+
+TLDS = ("xyz", "com", "io", "ai", "fun", "app", "net", "org", "gg", "so", "co", "me", "lol",
+        "meme")
+TEMPLATE_SCAN, TEMPLATE_WORDS = 64, 40  # the template: first 40 all-letter of the first 64
+CONTRACT_MIN = 32  # code points of the shortest contract (base58 32-44, EVM 42)
+# "." then "tick" then the top-level domains (uint64 in one array: compared as uint64)
+_IDS = token_ids([".", "tick", *TLDS])
 
 _RESULT = numba.types.Tuple((I64, INT, INT, INT, BOOL))
 
 
-@numba.njit(_RESULT(U64, I64, B1, U64, UINT, UINT, INT, INT, INT), cache=True)
+@numba.njit(_RESULT(U64, I64, B1), cache=True)
 def candidates(ids: np.ndarray, word_lens: np.ndarray, word_alpha: np.ndarray,
-               domains: np.ndarray, dot: int, tick: int, template_scan: int,
-               template_words: int, long_word: int,
                ) -> tuple[np.ndarray, int, int, int, bool]:
-    """Positions, in one array: the template's words (the first ``template_words`` all-letter
-    words among the first ``template_scan`` words), then the words at least ``long_word`` code
-    points long, then the tokens ``i`` (1 <= i < n - 1) whose id is ``dot`` followed by one of
-    ``domains``; the three counts; whether a token's id is ``tick``."""
+    """Positions, in one array: the template's words (the first ``TEMPLATE_WORDS`` all-letter
+    words among the first ``TEMPLATE_SCAN`` words), then the words at least ``CONTRACT_MIN``
+    code points long, then the tokens ``i`` (1 <= i < n - 1) that are ``"."`` followed by one
+    of ``TLDS``; the three counts; whether a token is ``tick``."""
+    template_scan, template_words, long_word = TEMPLATE_SCAN, TEMPLATE_WORDS, CONTRACT_MIN
+    dot, tick, domains = _IDS[0], _IDS[1], _IDS[2:]
     n, nw = len(ids), len(word_lens)
     pos = np.empty(min(nw, template_scan, template_words) + nw + n, np.int64)
     k = 0
