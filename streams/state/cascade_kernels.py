@@ -13,6 +13,8 @@ leftmost positions of ``np.searchsorted``.
 [1, 0, 4]
 >>> inserted(np.array([1, 3]), np.array([0, 2, 4]), np.array([0, 1, 2])).tolist()
 [0, 1, 2, 3, 4]
+>>> merge_order(np.array([1, 4], np.uint64), np.array([0, 4, 5], np.uint64)).tolist()
+[2, 0, 1, 3, 4]
 """
 
 from __future__ import annotations
@@ -48,6 +50,23 @@ def sorted_search(arr: np.ndarray, queries: np.ndarray) -> np.ndarray:
             else:
                 hi = mid
         out[i] = lo
+    return out
+
+
+@numba.njit([(U64, U64)], cache=True)
+def merge_order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.argsort(np.concatenate((a, b)), kind="stable")`` for sorted ``a`` and ``b``: one
+    merging pass (on ties ``a`` first)."""
+    na, nb = len(a), len(b)
+    out = np.empty(na + nb, np.int64)
+    i, j = 0, 0
+    for o in range(na + nb):
+        if j == nb or (i < na and a[i] <= b[j]):
+            out[o] = i
+            i += 1
+        else:
+            out[o] = na + j
+            j += 1
     return out
 
 

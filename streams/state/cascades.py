@@ -114,6 +114,7 @@ from streams.state.cascade_kernels import (
     distinct_pairs,
     exposures,
     inserted,
+    merge_order,
     segment_find,
     sorted_search,
     store_find,
@@ -662,13 +663,15 @@ class CascadeEngine:
             jt = np.concatenate((xu[joining], moved_t))
             jc = np.searchsorted(self._cids, np.concatenate((gu[joining], moved_g)))
             # a new cascade's adoptions go where its (empty) segment is in both levels; all
-            # the adoptions merged in (cascade, agent) order (two sorted runs: one pass)
-            order = argsort_keys((jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt])
+            # the adoptions merged in (cascade, agent) order: the others' are in that order
+            # already (renumbering keeps it), so two sorted runs, one merging pass
+            jkey = (jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt]
+            order = argsort_keys(jkey)
             jc, jt = jc[order], jt[order]
             adds.append((jc, jt, self._big.dindptr[jc], self._big.indptr[jc]))
-            key = np.concatenate([(c.astype(np.uint64) << np.uint64(32)) | self._ta[t]
-                                  for c, t, _, _ in adds])
-            order = argsort_keys(key)
+            c0, t0 = adds[0][:2]
+            order = merge_order((c0.astype(np.uint64) << np.uint64(32)) | self._ta[t0],
+                                jkey[order])
             adds = [tuple(col[order] for col in map(np.concatenate, zip(*adds, strict=True)))]
         self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)))
         if len(self._keys) > self.config.max_tracked:

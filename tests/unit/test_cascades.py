@@ -322,6 +322,11 @@ def test_kernels_match_numpy() -> None:
         keys = rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)
         keys[: n // 2] = keys[n // 2: 2 * (n // 2)]  # repeats: the order among them kept
         assert np.array_equal(kernels.argsort_keys(keys), np.argsort(keys, kind="stable"))
+        # two sorted runs with ties across them (the first run's go first)
+        a = np.sort(rng.integers(0, 60, n).astype(np.uint64))
+        b = np.sort(rng.integers(0, 60, n // 3 + 2).astype(np.uint64))
+        assert np.array_equal(kernels.merge_order(a, b),
+                              np.argsort(np.concatenate((a, b)), kind="stable"))
     # the cascades' store: segments sorted by agent, pairs by (cascade, agent) (galloping
     # within a cascade) and a few out of order (searched afresh)
     text_agent = rng.integers(0, 50, 600).astype(np.uint32)
