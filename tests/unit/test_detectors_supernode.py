@@ -4,12 +4,8 @@ society not, nor a newcomer that only reaches as far as the background's top age
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -17,6 +13,7 @@ import numpy as np
 from detectors.supernode import SupernodeConfig, SupernodeDetector
 from streams.events import CommentEvent
 from streams.state.base import Item
+from tests.unit.hashseeds import under_hash_seeds
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
 
@@ -190,13 +187,7 @@ def twin_hub_findings() -> list[list[str]]:
 def test_simultaneous_hubs_are_reported_in_the_same_order_whatever_the_hash_seed() -> None:
     # the order of an evaluation's findings must not hang on a set's, which the string hash
     # seed sets per process: live workers and the replay run in different processes
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); "
-              "from tests.unit.test_detectors_supernode import twin_hub_findings as f; "
-              "print(repr(f()))")
-    root = str(Path(__file__).resolve().parents[2])
-    runs = {subprocess.run([sys.executable, "-c", script, root], check=True, text=True,
-                           capture_output=True, env={**os.environ, "PYTHONHASHSEED": str(s)},
-                           ).stdout for s in range(4)}
+    runs = under_hash_seeds("tests.unit.test_detectors_supernode", "twin_hub_findings", 4)
     assert len(runs) == 1
-    found = eval(runs.pop())  # noqa: S307 - our own repr of lists of strings
+    found = runs[0]
     assert found and all(keys == ["agent:b_hub", "agent:q0"] for keys in found)

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import re
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from itertools import islice
@@ -20,6 +18,7 @@ from service.sources.archive import open_archive
 from streams.events import AgentEvent, DeadLetter, PostEvent
 from streams.state.base import Item
 from streams.text import Text
+from tests.unit.hashseeds import under_hash_seeds
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
 
@@ -210,7 +209,6 @@ FLOOD_AT = 4 * 3600.0  # after the hour of warm-up and the baselines' first hour
 def real_background(seed: int, until: float) -> list:
     """The real-text stream of bench/realtext.py (real texts, shapes, authors) without its flood,
     to ``until`` seconds after its start."""
-    import sys
 
     sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
     import realtext
@@ -380,13 +378,7 @@ def tied_flood_findings() -> list[tuple[str, list[str]]]:
 def test_tied_entities_give_the_same_incident_whatever_the_hash_seed() -> None:
     # Which entity hosts an incident must not hang on a set's order, which the string hash
     # seed sets per process: live workers and the replay run in different processes.
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); "
-              "from tests.unit.test_detectors_surge import tied_flood_findings as f; "
-              "print(repr(f()))")
-    root = str(Path(__file__).resolve().parents[2])
-    runs = {subprocess.run([sys.executable, "-c", script, root], check=True, text=True,
-                           capture_output=True, env={**os.environ, "PYTHONHASHSEED": str(s)},
-                           ).stdout for s in range(6)}
+    runs = under_hash_seeds("tests.unit.test_detectors_surge", "tied_flood_findings", 6)
     assert len(runs) == 1
-    found = eval(runs.pop())  # noqa: S307 - our own repr of strings and lists
+    found = runs[0]
     assert found and found[0] == ("hashtag:alphaflood", ["hashtag:zetaflood"])
