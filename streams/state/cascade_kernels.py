@@ -86,6 +86,32 @@ def inserted(column: np.ndarray, values: np.ndarray, pos: np.ndarray,
     return out
 
 
+@numba.njit([(U32, I64, U32, I64, U32)], cache=True)
+def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2: np.ndarray,
+                   text_agent: np.ndarray) -> np.ndarray:
+    """Two levels of the cascades' store (texts in segments ``indptr``, each sorted by the
+    text's agent, no agent in both) as one: each segment of the result the merge of the two
+    (one pass; its segment starts are ``indptr + indptr2``)."""
+    out = np.empty(len(ev) + len(ev2), np.uint32)
+    o = 0
+    for c in range(len(indptr) - 1):
+        i, end = indptr[c], indptr[c + 1]
+        j, end2 = indptr2[c], indptr2[c + 1]
+        while i < end and j < end2:
+            if text_agent[ev[i]] < text_agent[ev2[j]]:
+                out[o] = ev[i]
+                i += 1
+            else:
+                out[o] = ev2[j]
+                j += 1
+            o += 1
+        out[o:o + end - i] = ev[i:end]
+        o += end - i
+        out[o:o + end2 - j] = ev2[j:end2]
+        o += end2 - j
+    return out
+
+
 @numba.njit([(U32, I64, I64, I64, U32)], cache=True)
 def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.ndarray,
                  text_agent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -39,11 +39,12 @@ naming new cascades joined once, each cascade's bytes gathered from them, as
 :func:`streams.text.ngram_text` joins them), and its earlier adoptions move to the cascades'
 store (found by searches of its key range, in the same pass that inserts the other new
 adoptions into the other n-grams' store: :func:`store_update`). The
-cascades' store has two levels: a merge inserts into the recent one (O(recent)), which goes
-into the main one in one pass once it is an eighth of it (O(1) an adoption amortised), so a
+cascades' store has levels whose bounds grow geometrically (x ``GROWTH``): a merge inserts
+into the smallest, and a level over its bound goes into the next one in one pass (each
+adoption rewritten O(``GROWTH``) times a level, O(log adoptions) levels, each searched), so a
 flush does not rewrite every adoption ever taken (the periodic analysis flushes every ~10k
-texts: with one level that rewrite grew with the history). The buffer grows to a quarter of
-the cascades' store (at most 16 x ``flush_every`` pairs) before a merge.
+texts: with one level, or two, that rewrite grew with the history). The buffer grows to a
+quarter of the cascades' store (at most 16 x ``flush_every`` pairs) before a merge.
 
 Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, once the texts
 since the last analysis reach ``analysis_min_texts`` or the number the last one covered,
@@ -66,8 +67,8 @@ reducer, which snapshots every second, and a replay agree.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
 adopter count, last adoption) plus 12 bytes per adoption of a non-cascade (id, text) in its
-store; 4 bytes per cascade adoption (its text; 8 more while in the recent level, at most an
-eighth of them) and 32 per cascade plus its words; 12
+store; 4 bytes per cascade adoption (its text) and 16 per cascade plus 8 a non-empty level
+of its store plus its words; 12
 bytes per text (time and agent); the buffer (~10 bytes a buffered pair: word ids and the
 texts' word lists). When full, the n-grams that are not cascades with the fewest adopters
 (oldest first) are evicted down to ``evict_to`` x ``max_tracked``, with their adoptions (a
@@ -75,8 +76,8 @@ pass over the non-cascades' store only, which the table bounds);
 ``cascade_ngrams_evicted_total`` and ``cascade_evicted_adopters_max`` say what was lost: sizes
 are exact for every n-gram never evicted, and an evicted n-gram that comes back restarts with
 at most that many adopters missing. Cascades themselves are never evicted (their adoptions are
-the cascade): memory = table + ~5 bytes x total cascade size + 32 bytes and the words a cascade
-+ 12 bytes a text. Agents are indexed once (~100 bytes each, the society's size).
+the cascade): memory = table + ~5 bytes x total cascade size + 16 bytes, 8 a level and the
+words a cascade + 12 bytes a text. Agents are indexed once (~100 bytes each, the society's size).
 
 >>> from datetime import datetime, timezone
 >>> from streams.events import PostEvent
@@ -115,6 +116,7 @@ from streams.state.cascade_kernels import (
     exposures,
     inserted,
     merge_order,
+    merge_segments,
     segment_find,
     sorted_search,
     store_find,
@@ -131,9 +133,10 @@ BYTES_PER_NGRAM = 8 + 4 + 8  # id, adopters, last adoption
 BYTES_PER_ADOPTION = 8 + 4  # a non-cascade n-gram's: id, text of first use
 BYTES_PER_CASCADE_ADOPTION = 4  # a cascade's: its text of first use (the agent is the text's)
 BYTES_PER_TEXT = 8 + 4  # each text's time and agent (first uses refer to their text)
-BYTES_PER_CASCADE = 8 + 4 + 8 + 8 + 4  # id, words number, segment starts (2 levels), words end
-MERGE_MIN = 1024  # recent cascade adoptions held before a first merge
-BYTES_PER_RECENT_ADOPTION = 8  # a recent cascade adoption's main insertion point (+ 4)
+BYTES_PER_CASCADE = 8 + 4 + 4  # id, words number, words end
+BYTES_PER_LEVEL_CASCADE = 8  # a cascade's segment start in one level of its store
+MERGE_MIN = 1024  # cascade adoptions held in level 0 before a first merge
+GROWTH = 8  # a level's bound / the previous one's
 
 
 def kept_ngrams(text: Text, n_range: tuple[int, int] = (3, 5), max_stop_share: float = 0.5,
@@ -371,82 +374,93 @@ class _Cascades:
     agent is the text's), one segment per cascade (cascades are numbered in order of crossing
     and never evicted), sorted by agent within it.
 
-    Two levels, so that a flush does not rewrite every adoption ever taken: the main arrays
-    (``ev``, ``indptr``) and the recent adoptions (``dev``, ``dindptr``, same layout) with,
-    for each, its insertion point in the main arrays (``dmain``, valid until the merge: the
-    main arrays only change there). A flush inserts into the recent level (O(recent)); once
-    it holds more than an eighth of the main one, one pass merges it in (O(main), at most
-    once per main / 8 adoptions: O(1) an adoption). 12 bytes a recent adoption meanwhile."""
+    Levelled, so that a flush does not rewrite every adoption ever taken: level i (texts
+    ``evs[i]``, segment starts ``ptrs[i]``, same layout, no adoption in two levels) holds at
+    most ``MERGE_MIN`` x ``GROWTH`` ^ (i + 1) adoptions but the last. A flush inserts into
+    level 0; a level over its bound is merged into the next one (one pass over both), so an
+    adoption is rewritten O(GROWTH) times a level, O(log adoptions) levels: a flush costs
+    O(its adoptions x log adoptions) amortised, whatever the store's size. Searched level by
+    level; 8 bytes a cascade a level besides the 4 an adoption (an empty level but the first
+    has no segment starts: ``ptrs[i]`` empty)."""
 
-    __slots__ = ("ev", "indptr", "dev", "dindptr", "dmain")
+    __slots__ = ("evs", "ptrs")
 
     def __init__(self) -> None:
-        self.ev = np.empty(0, np.uint32)
-        self.indptr = np.zeros(1, np.int64)
-        self.dev = np.empty(0, np.uint32)
-        self.dindptr = np.zeros(1, np.int64)
-        self.dmain = np.empty(0, np.int64)
+        self.evs = [np.empty(0, np.uint32)]
+        self.ptrs = [np.zeros(1, np.int64)]
 
     def __len__(self) -> int:
-        return len(self.ev) + len(self.dev)
+        return sum(len(ev) for ev in self.evs)
 
     def nbytes(self) -> int:
-        return (self.ev.nbytes + self.indptr.nbytes + self.dev.nbytes + self.dindptr.nbytes
-                + self.dmain.nbytes)
+        return sum(ev.nbytes + ptr.nbytes for ev, ptr in zip(self.evs, self.ptrs, strict=True))
 
     def grow(self, old: np.ndarray) -> None:
         """New (empty) cascades: segments where ``old`` (over the new numbering) is False."""
-        for name in ("indptr", "dindptr"):
+        for level, ptr in enumerate(self.ptrs):
+            if not len(ptr):
+                continue
             lens = np.zeros(len(old), np.int64)
-            lens[old] = np.diff(getattr(self, name))
-            ptr = np.zeros(len(old) + 1, np.int64)
-            np.cumsum(lens, out=ptr[1:])
-            setattr(self, name, ptr)
+            lens[old] = np.diff(ptr)
+            self.ptrs[level] = np.zeros(len(old) + 1, np.int64)
+            np.cumsum(lens, out=self.ptrs[level][1:])
 
     def find(self, cno: np.ndarray, agent: np.ndarray, text_agent: np.ndarray,
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(found mask, where, main insertion point) of (cascade, agent) pairs sorted by
-        cascade then agent: ``where`` is a found pair's place (below ``len(ev)``: in the main
-        arrays, else ``len(ev)`` + its place in the recent ones), a new pair's insertion
-        point in the recent arrays."""
-        fm, pm = segment_find(self.ev, self.indptr, cno, agent, text_agent)
-        fd, pd = segment_find(self.dev, self.dindptr, cno, agent, text_agent)
-        where = np.where(fm, pm, np.where(fd, len(self.ev) + pd, pd))
-        return fm | fd, where, pm
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """(found mask, where) of (cascade, agent) pairs sorted by cascade then agent:
+        ``where`` is a found pair's place (its level's start in the levels one after another
+        + its place in the level), a new pair's insertion point in level 0."""
+        found, where = segment_find(self.evs[0], self.ptrs[0], cno, agent, text_agent)
+        start = len(self.evs[0])
+        for ev, ptr in zip(self.evs[1:], self.ptrs[1:], strict=True):
+            if not len(ev):
+                continue
+            f, p = segment_find(ev, ptr, cno, agent, text_agent)
+            where[f] = start + p[f]
+            found |= f
+            start += len(ev)
+        return found, where
 
     def earliest(self, where: np.ndarray, t: np.ndarray, x: np.ndarray, times: np.ndarray,
                  ) -> None:
         """Found pairs (``where`` from :meth:`find`): first use = the earlier of the stored
         text and ``x`` (at time ``t``)."""
-        main = where < len(self.ev)
-        for column, at, tt, xx in ((self.ev, where[main], t[main], x[main]),
-                                   (self.dev, where[~main] - len(self.ev), t[~main],
-                                    x[~main])):
-            earlier = tt < times[column[at]]
-            column[at[earlier]] = xx[earlier]
+        start = 0
+        for ev in self.evs:
+            inside = (where >= start) & (where < start + len(ev))
+            at = where[inside] - start
+            earlier = t[inside] < times[ev[at]]
+            ev[at[earlier]] = x[inside][earlier]
+            start += len(ev)
 
-    def add(self, cno: np.ndarray, texts: np.ndarray, pos: np.ndarray, main_pos: np.ndarray,
+    def add(self, cno: np.ndarray, texts: np.ndarray, pos: np.ndarray, text_agent: np.ndarray,
             ) -> None:
         """Insert adoptions (sorted by cascade then agent, none present) at their insertion
-        points (as :meth:`find` gives them) into the recent level; merge it into the main one
-        once it is over an eighth of it."""
+        points in level 0 (as :meth:`find` gives them); merge each level over its bound into
+        the next one."""
         if len(cno):
-            self.dev = inserted(self.dev, texts, pos)
-            self.dmain = inserted(self.dmain, main_pos, pos)
-            self.dindptr[1:] += np.cumsum(np.bincount(cno, minlength=len(self.dindptr) - 1))
-        if len(self.dev) > max(len(self.ev) // 8, MERGE_MIN):
-            # the recent adoptions are in (cascade, agent) order, so their main insertion
-            # points ascend: one pass places them
-            self.ev = inserted(self.ev, self.dev, self.dmain)
-            self.indptr += self.dindptr
-            self.dev = np.empty(0, np.uint32)
-            self.dmain = np.empty(0, np.int64)
-            self.dindptr = np.zeros(len(self.indptr), np.int64)
+            self.evs[0] = inserted(self.evs[0], texts, pos)
+            self.ptrs[0][1:] += np.cumsum(np.bincount(cno, minlength=len(self.ptrs[0]) - 1))
+        for level in range(len(self.evs)):
+            if len(self.evs[level]) <= MERGE_MIN * GROWTH ** (level + 1):
+                break
+            ev, ptr = self.evs[level], self.ptrs[level]
+            if level + 1 == len(self.evs):
+                self.evs.append(ev)
+                self.ptrs.append(ptr)
+            elif not len(self.evs[level + 1]):
+                self.evs[level + 1], self.ptrs[level + 1] = ev, ptr
+            else:
+                self.evs[level + 1] = merge_segments(ev, ptr, self.evs[level + 1],
+                                                     self.ptrs[level + 1], text_agent)
+                self.ptrs[level + 1] = ptr + self.ptrs[level + 1]
+            self.evs[level] = np.empty(0, np.uint32)
+            self.ptrs[level] = np.zeros(len(ptr) if level == 0 else 0, np.int64)
 
     def of(self, number: int) -> np.ndarray:
-        """Texts of first use of one cascade's adoptions."""
-        return np.concatenate((self.ev[self.indptr[number]:self.indptr[number + 1]],
-                               self.dev[self.dindptr[number]:self.dindptr[number + 1]]))
+        """Texts of first use of one cascade's adoptions (each level's in agent order)."""
+        return np.concatenate([ev[ptr[number]:ptr[number + 1]]
+                               for ev, ptr in zip(self.evs, self.ptrs, strict=True) if len(ev)])
 
 
 @dataclass(slots=True)
@@ -629,7 +643,7 @@ class CascadeEngine:
         if not _ordered(cno, ag):
             ob = argsort_keys((cno.astype(np.uint64) << np.uint64(32)) | ag.astype(np.uint64))
             ci, cno, ag = ci[ob], cno[ob], ag[ob]
-        found_b, at_b, main_b = self._big.find(cno, ag, self._ta)
+        found_b, at_b = self._big.find(cno, ag, self._ta)
         self._big.earliest(at_b[found_b], tu[ci[found_b]], xu[ci[found_b]], self._tt)
         # the other pairs: by (n-gram id prefix, agent), then id
         rest = np.ones(len(ku), bool)
@@ -650,7 +664,7 @@ class CascadeEngine:
         moved_g, moved_t = self._small.update(gu[new_s[stay]], xu[new_s[stay]], pos_s[stay],
                                               crossed)
         nf = ~found_b
-        adds = [(cno[nf], xu[ci[nf]], at_b[nf], main_b[nf])]
+        adds = [(cno[nf], xu[ci[nf]], at_b[nf])]
         if len(crossed):  # number the new cascades; their earlier adoptions join their store
             at, old = _places(np.searchsorted(self._cids, crossed), len(self._cids))
             self._cids = _placed(self._cids, crossed, at, old)
@@ -662,18 +676,18 @@ class CascadeEngine:
             joining = new_s[~stay]
             jt = np.concatenate((xu[joining], moved_t))
             jc = np.searchsorted(self._cids, np.concatenate((gu[joining], moved_g)))
-            # a new cascade's adoptions go where its (empty) segment is in both levels; all
+            # a new cascade's adoptions go where its (empty) segment is in level 0; all
             # the adoptions merged in (cascade, agent) order: the others' are in that order
             # already (renumbering keeps it), so two sorted runs, one merging pass
             jkey = (jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt]
             order = argsort_keys(jkey)
             jc, jt = jc[order], jt[order]
-            adds.append((jc, jt, self._big.dindptr[jc], self._big.indptr[jc]))
+            adds.append((jc, jt, self._big.ptrs[0][jc]))
             c0, t0 = adds[0][:2]
             order = merge_order((c0.astype(np.uint64) << np.uint64(32)) | self._ta[t0],
                                 jkey[order])
             adds = [tuple(col[order] for col in map(np.concatenate, zip(*adds, strict=True)))]
-        self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)))
+        self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)), self._ta)
         if len(self._keys) > self.config.max_tracked:
             self._evict()
         # a merge rewrites the store (O(adoptions)): buffer a quarter of it first, up to 16
@@ -818,6 +832,7 @@ class CascadeEngine:
         i = int(np.searchsorted(self._cids, g))
         if i < len(self._cids) and self._cids[i] == g:
             texts = self._big.of(i)
+            texts = texts[np.argsort(self._ta[texts], kind="stable")]  # the levels' merged
             return self._ta[texts].astype(np.int64), self._tt[texts]
         texts = self._small.of(g)
         return self._ta[texts].astype(np.int64), self._tt[texts]

@@ -129,14 +129,19 @@ def test_exposure_analysis_covers_the_largest_cascades(reference) -> None:
     assert [c["ngram"] for c in eng.snapshot().details["cascades"]] == want
 
 
-@pytest.mark.parametrize("merge_min", [0, 200])
-def test_two_level_store_merges_exactly(reference, monkeypatch, merge_min: int) -> None:
-    """The cascades' recent adoptions merged into the main level at every flush, or after
-    200 (some then left recent at the end): the same sizes, adopters and exposures."""
+@pytest.mark.parametrize(("merge_min", "growth", "levels"), [(0, 8, 2), (20, 2, 4)])
+def test_levelled_store_merges_exactly(reference, monkeypatch, merge_min: int, growth: int,
+                                       levels: int) -> None:
+    """The cascades' adoptions merged into one last level at every flush, or held in several
+    levels (the smaller ones under their bounds): the same sizes, adopters and exposures."""
     monkeypatch.setattr(cascades, "MERGE_MIN", merge_min)
+    monkeypatch.setattr(cascades, "GROWTH", growth)
     eng = run(CascadeConfig(min_adopters=3, flush_every=300))
     big = eng._big
-    assert len(big.ev) > 0 and (len(big.dev) > 0) == (merge_min > 0)
+    assert len(big.evs) >= levels and len(big.evs[-1]) > 0
+    assert (sum(len(ev) > 0 for ev in big.evs) > 1) == (merge_min > 0)
+    for i, ev in enumerate(big.evs[:-1]):
+        assert len(ev) <= merge_min * growth ** (i + 1)
     assert eng.sizes() == {g: len(a) for g, a in reference.items()}
     for gram in list(reference)[:20]:
         assert eng.adopters(gram) == reference[gram]
@@ -207,14 +212,15 @@ def test_bounded_table_only_loses_small_ngrams(reference) -> None:
 
 def test_state_bytes_are_the_layout(engine) -> None:
     """The stated bytes: per tracked n-gram, per adoption of a non-cascade, per cascade
-    adoption (4, and 8 more while recent), per cascade, per text."""
+    adoption, per cascade and level of their store, per text."""
     ids, sizes = engine._cascades()
     small = engine.adoptions_total - int(sizes.sum())
     assert engine.nbytes() == (cascades.BYTES_PER_NGRAM * engine.tracked()
                                + cascades.BYTES_PER_ADOPTION * small
                                + cascades.BYTES_PER_CASCADE_ADOPTION * int(sizes.sum())
-                               + cascades.BYTES_PER_CASCADE * len(ids) + 8 + 8 + 4
-                               + cascades.BYTES_PER_RECENT_ADOPTION * len(engine._big.dev)
+                               + cascades.BYTES_PER_CASCADE * len(ids) + 4
+                               + cascades.BYTES_PER_LEVEL_CASCADE * (len(ids) + 1)
+                               * sum(len(ptr) > 0 for ptr in engine._big.ptrs)
                                + sum(len(g.encode()) for g in engine.sizes())
                                + cascades.BYTES_PER_TEXT * engine._ntt)
 
@@ -346,6 +352,17 @@ def test_kernels_match_numpy() -> None:
         seg = text_agent[ev[indptr[c]:indptr[c + 1]]]
         assert pos[i] == indptr[c] + np.searchsorted(seg, a)
         assert found[i] == (a in seg.tolist())
+    # two levels merged: each segment the agent-sorted union of the two
+    segs2 = [texts[~np.isin(text_agent[texts], text_agent[seg])]
+             for seg, texts in zip(segs, np.split(rng.permutation(600), 12), strict=True)]
+    segs2 = [t[np.unique(text_agent[t], return_index=True)[1]] for t in segs2]
+    ev2 = np.concatenate(segs2).astype(np.uint32)
+    indptr2 = np.r_[0, np.cumsum([len(x) for x in segs2])]
+    merged = kernels.merge_segments(ev, indptr, ev2, indptr2, text_agent)
+    for c in range(12):
+        lo, hi = indptr[c] + indptr2[c], indptr[c + 1] + indptr2[c + 1]
+        union = np.concatenate((segs[c], segs2[c]))
+        assert merged[lo:hi].tolist() == union[np.argsort(text_agent[union])].tolist()
     # the other n-grams' store: (prefix, agent, id) order, prefixes of 4 bits
     mask = np.uint64(0xF000_0000_0000_0000)
     ids = rng.integers(0, 2**64, 60, dtype=np.uint64, endpoint=False)
