@@ -690,8 +690,9 @@ class CascadeEngine:
         self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)), self._ta)
         if len(self._keys) > self.config.max_tracked:
             self._evict()
-        # a merge rewrites the store (O(adoptions)): buffer a quarter of it first, up to 16
-        # flush_every pairs (the buffered words: ~10 bytes a pair)
+        # a merge rewrites the other n-grams' store (O(its pairs)): buffer a quarter of the
+        # cascades' adoptions first, up to 16 flush_every pairs (the buffered words: ~10 bytes
+        # a pair); the cascades' own store is levelled, so its merges cost O(new) amortised
         self._flush_at = max(cfg.flush_every, min(len(self._big) // 4, 16 * cfg.flush_every))
 
     def _append_texts(self, times: np.ndarray, agents: np.ndarray) -> int:
