@@ -11,6 +11,8 @@ qualifying lives' first and last days move the per-day birth and death counters.
 >>> import numpy as np
 >>> runs(np.array([3, 3, 3, 5, 9, 9], np.uint64))
 (array([3, 5, 9], dtype=uint64), array([2, 1, 2]))
+>>> sort_runs(np.array([9, 3, 5, 3, 9, 3], np.uint64))
+(array([3, 5, 9], dtype=uint64), array([2, 1, 2]))
 >>> col = np.array([10, 20, 30, 0, 0], np.uint64)
 >>> spread(col, 3, np.array([0, 2], np.int64), np.array([5, 25], np.uint64))
 >>> col.tolist()
@@ -45,6 +47,44 @@ def runs(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if counts[j] < 2:
             counts[j] += 1
     return keys, counts
+
+
+@numba.njit([(U64,)], cache=True)
+def sort_runs(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`runs` of ``np.sort(ids)`` (``ids`` itself is left as it was): the ids are hashes,
+    spread evenly over 64 bits, so one counting pass by their top bits deals them into buckets
+    of ~8 (a bucket, in id order, holds the ids between two bounds) and each bucket is sorted
+    alone, by insertion (by ``np.sort`` past 32 ids, so an uneven spread stays O(n log n)):
+    the same sorted ids, several times faster than a comparison sort of the whole array."""
+    n = len(ids)
+    bits = 1
+    while bits < 24 and (1 << (bits + 3)) < n:
+        bits += 1
+    shift = np.uint64(64 - bits)
+    start = np.zeros((1 << bits) + 1, np.int64)
+    for i in range(n):
+        start[(ids[i] >> shift) + np.uint64(1)] += 1
+    for b in range(1 << bits):
+        start[b + 1] += start[b]
+    fill = start[:-1].copy()
+    out = np.empty(n, np.uint64)
+    for i in range(n):
+        b = ids[i] >> shift
+        out[fill[b]] = ids[i]
+        fill[b] += 1
+    for b in range(1 << bits):
+        lo, hi = start[b], start[b + 1]
+        if hi - lo > 32:
+            out[lo:hi].sort()
+            continue
+        for i in range(lo + 1, hi):
+            g = out[i]
+            j = i - 1
+            while j >= lo and out[j] > g:
+                out[j + 1] = out[j]
+                j -= 1
+            out[j + 1] = g
+    return runs(out)
 
 
 @numba.njit(cache=True)

@@ -44,9 +44,10 @@ unseen for more than G days (singletons included), so the tables hold only the n
 last G + lateness + 1 days; the drop runs once per day change (nothing can age out within a
 day). Occurrences are buffered and merged in vectorised batches (at each day change, every
 ``flush_every`` occurrences and on reading): one sort of the buffered ids per n (one day in the
-buffer: ``np.sort``, no payload, then one pass for the distinct ones), one compiled walk over
-each sorted table and the sorted batch (:mod:`streams.state.ngram_kernels`: the grace rule per
-n-gram, counters moved in place), one insertion in place; births and deaths are kept as per-day
+buffer: a compiled bucket sort of the ids alone, then one pass for the distinct ones), one
+compiled walk over each sorted table and the sorted batch
+(:mod:`streams.state.ngram_kernels`: the grace rule per n-gram, counters moved in place), one
+insertion in place; births and deaths are kept as per-day
 counters (``births`` / ``deaths`` of a day in the series: qualifying lives whose first / last
 day it is), so finished n-grams leave nothing but counts. A merge moves every element of the
 tables, so the buffer holds at least an eighth of the tracked n-grams before one (8 bytes an
@@ -219,8 +220,7 @@ def _distinct(ids: list[np.ndarray], days: list[int]
     """Distinct ids of buffered occurrences with their first day, last day and count (<= 2)."""
     flat = np.concatenate(ids)
     if min(days) == max(days):  # the usual case: one day, so sort the ids alone
-        flat.sort()
-        keys, counts = ngram_kernels.runs(flat)
+        keys, counts = ngram_kernels.sort_runs(flat)
         day = np.full(len(keys), days[0], np.int64)
         return keys, day, day, counts
     d = np.repeat(np.asarray(days, np.int64), [len(a) for a in ids])

@@ -320,3 +320,26 @@ def test_in_place_table_edits(monkeypatch) -> None:
         assert np.array_equal(got, want) and np.array_equal(twice, want * 2)
         mask = rng.random(len(want)) < 0.5
         assert np.array_equal(mod._kept(pickle.loads(pickle.dumps(want)), mask), want[mask])
+
+
+def test_sort_runs_is_runs_of_the_sorted_ids() -> None:
+    """The bucket sort's distinct ids and counts are those of ``np.sort``: hashes spread
+    evenly (many sizes, repeats), an uneven spread (buckets past the insertion sort's size)
+    and the extreme values; the input is left as it was."""
+    import numpy as np
+
+    from streams.state.ngram_kernels import runs, sort_runs
+
+    rng = np.random.default_rng(0)
+    cases = [rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+             for n in (0, 1, 2, 9, 100, 1000, 70_000)]
+    cases = [np.concatenate([c, c[: len(c) // 3], c[:2]]) for c in cases]
+    cases += [rng.integers(0, 300, 50_000).astype(np.uint64),
+              (rng.integers(0, 4, 5000).astype(np.uint64) << np.uint64(62)) | np.uint64(7),
+              np.array([2**64 - 1, 0, 2**63, 2**64 - 1, 0], np.uint64)]
+    for ids in cases:
+        before = ids.copy()
+        keys, counts = sort_runs(ids)
+        want_keys, want_counts = runs(np.sort(ids))
+        assert np.array_equal(ids, before)
+        assert np.array_equal(keys, want_keys) and np.array_equal(counts, want_counts)
