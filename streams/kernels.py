@@ -35,7 +35,8 @@ INT, UINT, FLOAT, BOOL = types.int64, types.uint64, types.float64, types.boolean
 
 KERNEL_MODULES = ("streams.textscan", "streams.state.cascade_kernels",
                   "streams.state.pagerank_kernels", "detectors.burst_kernels",
-                  "detectors.surge_kernels", "streams.state.ngram_kernels")
+                  "detectors.surge_kernels", "streams.state.ngram_kernels",
+                  "streams.state.cooperation_kernels")
 
 
 def warm() -> int:

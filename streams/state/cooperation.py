@@ -70,9 +70,12 @@ import re
 from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
+
+import numpy as np
 
 from streams.events import CommentEvent, PostEvent
+from streams.state import cooperation_kernels
 from streams.state.base import Item, Sample, Snapshot
 
 #: The public code's list (rq3_collaboration.py), matched as lower-cased substrings.
@@ -112,6 +115,17 @@ _SCORES: dict[tuple[bool, bool, bool, bool], float] = {
     for c in (False, True) for m in (False, True) for t in (False, True) for b in (False, True)}
 
 
+def fold_bytes(text: str) -> bytes:
+    """:func:`fold`'s ASCII bytes (what the keyword kernel reads).
+
+    >>> fold_bytes("Fix the API’s bug")
+    b'fix the api?s bug'
+    """
+    if "\u0130" in text or "\u212a" in text:
+        text = text.lower()
+    return text.encode("ascii", "replace").lower()
+
+
 def fold(text: str) -> str:
     """``text.lower()`` as far as an ASCII needle without ``?`` can tell, at a third of its
     cost: ASCII letters lower-cased, every other code point one ``?``. Lower-casing maps a
@@ -122,9 +136,7 @@ def fold(text: str) -> str:
     >>> fold("Fix the API’s bug"), fold(chr(0x212A) + "EY")  # (the Kelvin sign)
     ('fix the api?s bug', 'key')
     """
-    if "\u0130" in text or "\u212a" in text:
-        text = text.lower()
-    return text.encode("ascii", "replace").lower().decode("ascii")
+    return fold_bytes(text).decode("ascii")
 
 
 def solution_score(text: str, folded: str | None = None) -> float | None:
@@ -201,6 +213,8 @@ def _iso(t: float) -> str:
 class CooperationEngine:
     """Cooperation threads of the whole stream (the reducer's, or a replay's)."""
 
+    kinds: ClassVar[tuple[type, ...]] = (PostEvent, CommentEvent)  # what ``update`` reads
+
     def __init__(self, config: CooperationConfig | None = None) -> None:
         self.config = cfg = config or CooperationConfig()
         words = [k.lower() for k in cfg.keywords]
@@ -210,6 +224,7 @@ class CooperationEngine:
         # the texts are searched folded (ASCII keywords without "?", as the defaults), else
         # lower-cased; the solution score's needles are ASCII
         self._fold = fold if all(k.isascii() and "?" not in k for k in words) else str.lower
+        self._scan = self._scanner()
         self._min_duration = cfg.min_duration.total_seconds()
         self._horizon = cfg.horizon.total_seconds()
         self._live: dict[str, _Thread] = {}
@@ -223,6 +238,23 @@ class CooperationEngine:
         self._frozen_shown: list[tuple[float, str, dict[str, Any]]] = []  # min-heap by start
         self.threads_total = 0
         self.late_total = 0
+
+    def _scanner(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The keyword kernel's tables: the folded text searched for every keyword in one
+        compiled pass (any keyword list the kernel takes), else None: one substring search a
+        keyword."""
+        words = self._keywords
+        if (self._fold is fold and 0 < len(words) <= cooperation_kernels.MAX_KEYWORDS
+                and all(len(k) >= 2 for k in words)):
+            return cooperation_kernels.tables(words)
+        return None
+
+    def __getstate__(self) -> dict[str, Any]:  # the kernel's tables are made again
+        return {k: v for k, v in self.__dict__.items() if k != "_scan"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._scan = self._scanner()
 
     # -- per thread -------------------------------------------------------------------------
     def _successful(self, th: _Thread) -> bool:
@@ -306,8 +338,7 @@ class CooperationEngine:
             text = f"{event.title} {event.content}"
             th.posted, th.title = True, event.title[:120]
         if not th.technical:
-            low = self._fold(text) if low is None else low
-            th.technical = any(map(low.__contains__, self._keywords))
+            th.technical = self._technical(text, low)
         coop = was or self._cooperation(th)
         if coop:
             self._cooperating.add(pid)
@@ -319,6 +350,15 @@ class CooperationEngine:
         if moved or coop != was or now_good != good:  # the contribution changed: move it
             self._apply(first, was, good, -1)
             self._apply(th.first, coop, now_good, 1)
+
+    def _technical(self, text: str, low: str | None) -> bool:
+        """Whether the text holds a keyword (``low``: the text folded, when made already)."""
+        scan = self._scan
+        if scan is None:
+            low = self._fold(text) if low is None else low
+            return any(map(low.__contains__, self._keywords))
+        data = fold_bytes(text) if low is None else low.encode("ascii")
+        return cooperation_kernels.holds_any(np.frombuffer(data, np.uint8), *scan)
 
     def _record(self, pid: str, th: _Thread) -> dict[str, Any]:
         score = th.sol_score

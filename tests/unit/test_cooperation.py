@@ -353,3 +353,34 @@ def test_keywords_beyond_ascii_are_lower_cased() -> None:
         ref = batch(threads, keywords)
         assert len(ref) == (0 if keywords == ("bug",) else 1)
         check(eng, ref)
+
+
+def test_keyword_kernel_finds_what_substring_search_finds() -> None:
+    """The compiled scan over the folded bytes against one substring search a keyword: the
+    default keywords (overlapping, cut, at either end, beside bytes that share their table
+    slot) and a single-keyword and a two-character list; an engine whose keywords the kernel
+    does not take (a one-character keyword) searches as before, and a pickled engine makes
+    its tables again."""
+    import pickle
+
+    import numpy as np
+
+    from streams.state import cooperation_kernels as ck
+
+    rng = random.Random(1)
+    alphabet = "abcdefhilmnoprstuxy ?!\x00\x7f" + "".join(chr(c ^ 64) for c in range(97, 123))
+    for keywords in (CooperationEngine()._keywords, ("bug",), ("fi", "how to", "ab")):
+        tables = ck.tables(keywords)
+        texts = ["", "b", "bu", *keywords, *(k[:-1] for k in keywords)]
+        for _ in range(3000):
+            parts = [rng.choice(keywords)[:rng.randrange(2, 8)] if rng.random() < 0.5 else
+                     "".join(rng.choice(alphabet) for _ in range(rng.randrange(4)))
+                     for _ in range(rng.randrange(1, 6))]
+            texts.append("".join(parts))
+        for text in texts:
+            got = ck.holds_any(np.frombuffer(text.encode("ascii"), np.uint8), *tables)
+            assert got == any(k in text for k in keywords), (keywords, text)
+    assert CooperationEngine(CooperationConfig(keywords=("x", "bug")))._scan is None
+    eng = pickle.loads(pickle.dumps(CooperationEngine()))
+    assert all(np.array_equal(a, b) for a, b in zip(eng._scan, CooperationEngine()._scan,
+                                                     strict=True))
