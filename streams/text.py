@@ -83,6 +83,7 @@ class _Vocab:
         self.chars = np.zeros(capacity * 8, np.uint8)
         self.used = 0  # bytes of ``chars`` taken
         self.slots = np.zeros(capacity * 2, np.int64)  # row + 1 (0: empty), at most half full
+        self.scanned = self.table() + (self.isword,)  # what the scan reads, made once a growth
 
     def table(self) -> tuple[np.ndarray, ...]:
         return self.slots, self.hashes, self.starts, self.lens, self.chars
@@ -115,6 +116,7 @@ class _Vocab:
             self.slots = np.zeros(1 << (2 * r1 - 1).bit_length(), np.int64)
             r0 = 0
         textscan.index(*self.table(), r0, r1)
+        self.scanned = self.table() + (self.isword,)
 
 
 _vocab = _Vocab()
@@ -140,16 +142,16 @@ def _scan(low: str) -> tuple[np.ndarray, np.ndarray, _Vocab]:
     if 2 * n > len(_out):
         _out = np.zeros(max(2 * n, 2 * len(_out)), np.int64)
     out, v = _out, _vocab
-    k, m, missing = textscan.scan(data, _cls, *v.table(), v.isword, out)
+    k, m, missing = textscan.scan(data, _cls, *v.scanned, out)
     if missing < 0:  # a code point met for the first time
         _classify("".join(set(low)))
-        k, m, missing = textscan.scan(data, _cls, *v.table(), v.isword, out)
+        k, m, missing = textscan.scan(data, _cls, *v.scanned, out)
     if missing:
         rows, v = _fresh(out[:k], v)
         raw = data.tobytes()
         v.add(list(dict.fromkeys(raw[s:e].decode("utf-8") for (s, e), r in zip(
             textscan.bounds(data, _cls).tolist(), rows.tolist(), strict=True) if r < 0)))
-        k, m, _ = textscan.scan(data, _cls, *v.table(), v.isword, out)
+        k, m, _ = textscan.scan(data, _cls, *v.scanned, out)
     return out[:k], out[n:n + m], v
 
 
@@ -230,12 +232,11 @@ class Text:
         """The text tokenised, its token ids, word tokens and their ids, lengths and letter
         mask resolved at once (one compiled scan, then one gather of the cache a view)."""
         rows, word_rows, v = _scan(text.lower())
-        t = cls(v.strs[rows].tolist())
-        t._ids = v.tid[rows].view(np.uint64)
-        t._words = v.strs[word_rows].tolist()
-        t._word_ids = v.tid[word_rows].view(np.uint64)
-        t._word_lens = v.nchars[word_rows]
-        t._word_alpha = v.isalpha[word_rows]
+        t = _new(cls)  # each slot set once, here (no __init__ setting them first)
+        t.tokens, t._ids, t._mask = v.strs[rows].tolist(), v.tid[rows].view(np.uint64), None
+        t._words, t._word_ids = v.strs[word_rows].tolist(), v.tid[word_rows].view(np.uint64)
+        t._word_lens, t._word_alpha = v.nchars[word_rows], v.isalpha[word_rows]
+        t._grams, t._word_grams = {}, {}
         return t
 
     def _resolve(self) -> None:
@@ -330,6 +331,9 @@ class Text:
             self._grams[n] = g[:max(nt - n + 1, 0)]
             if n not in self._word_grams:
                 self._word_grams[n] = g[nt + pad:nt + pad + max(nw - n + 1, 0)]
+
+
+_new = object.__new__
 
 
 def _chained(cache: dict[int, np.ndarray], ids: np.ndarray, n: int) -> np.ndarray:
