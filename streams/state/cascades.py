@@ -98,6 +98,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from itertools import chain
 from typing import Any
 
@@ -471,7 +472,15 @@ class _Exposure:
     agents: np.ndarray  # graph agents by exposure 0..max_exposure (agents with k >= 1 only
     adopted: np.ndarray  # and adopters; the unexposed rest is added from the node count)
     counted: int  # agents counted in ``agents``
-    first: list[tuple[int, float, int | None]]  # first adopters_shown: agent, time, exposure
+    first_agent: np.ndarray  # the first adopters_shown adopters (uint32 agent indices),
+    first_time: np.ndarray  # their first use and their exposure (int32, -1: not in the
+    first_exposure: np.ndarray  # graph); arrays, not tuples: ~1 kB a cascade, not ~7 kB
+
+    def shown(self, names: list[str]) -> list[dict[str, Any]]:
+        """The first adopters as the details list them."""
+        return [{"agent": names[a], "time": datetime_iso(t), "exposure": None if k < 0 else k}
+                for a, t, k in zip(self.first_agent.tolist(), self.first_time.tolist(),
+                                   self.first_exposure.tolist(), strict=True)]
 
 
 class _Scratch:
@@ -827,6 +836,11 @@ class CascadeEngine:
         words = Text.of(ngram).words
         return int(Text(words).word_ngram_ids(len(words))[0])
 
+    def _cascade_texts(self, gid: int) -> np.ndarray:
+        """First-use texts of a cascade's adoptions, each level's in agent order (the
+        analysis needs no order: an adoption's exposure does not depend on it)."""
+        return self._big.of(int(np.searchsorted(self._cids, np.uint64(gid))))
+
     def _adopters(self, gid: int) -> tuple[np.ndarray, np.ndarray]:
         """(agent indices, first-use times) of an n-gram's adopters, in key order."""
         g = np.uint64(gid)
@@ -917,7 +931,8 @@ class CascadeEngine:
                 stale += 1  # over the budget (the first one is always done)
                 continue
             budget -= size
-            agents, times = self._adopters(gid)
+            texts = self._cascade_texts(gid)
+            agents, times = self._ta[texts].astype(np.int64), self._tt[texts]
             if scratch is None:
                 scratch = _Scratch(nodes)
             gi, k_ad, others = self._exposure_of(agents, times, scratch)
@@ -926,30 +941,26 @@ class CascadeEngine:
             first = _earliest_k(agents, times, cfg.adopters_shown)
             self._exposure[gid] = _Exposure(
                 size, adopted + np.bincount(np.minimum(others, cap), minlength=cap + 1),
-                adopted, int(inside.sum()) + len(others),
-                [(a, t, k if g >= 0 else None) for a, t, k, g in zip(
-                    agents[first].tolist(), times[first].tolist(), k_ad[first].tolist(),
-                    gi[first].tolist(), strict=True)])
+                adopted, int(inside.sum()) + len(others), agents[first].astype(np.uint32),
+                times[first], np.where(gi[first] >= 0, k_ad[first], -1).astype(np.int32))
         agents_k = np.zeros(cap + 1, np.int64)
         adopted_k = np.zeros(cap + 1, np.int64)
+        known = [ex for ex in map(self._exposure.get, largest) if ex is not None]
+        if known:  # summed at once (integers: any order gives the same sums)
+            agents_k += np.sum([ex.agents for ex in known], axis=0)
+            adopted_k += np.sum([ex.adopted for ex in known], axis=0)
+            agents_k[0] += sum(nodes - ex.counted for ex in known)  # the unexposed, now
         listed: list[dict[str, Any]] = []
-        for rank, (gid, size) in enumerate(zip(largest, lsizes, strict=True)):
+        for gid, size in zip(largest[:cfg.shown], lsizes[:cfg.shown], strict=True):
             ex = self._exposure.get(gid)
-            if ex is not None:
-                agents_k += ex.agents
-                adopted_k += ex.adopted
-                agents_k[0] += nodes - ex.counted  # the graph's unexposed agents, now
-            if rank < cfg.shown:
-                times = self._adopters(gid)[1]
-                listed.append({
-                    "ngram": self._word(gid), "size": size,
-                    "first": datetime_iso(float(times.min())),
-                    "last": datetime_iso(float(times.max())),
-                    "adopters": [] if ex is None else [
-                        {"agent": self._agents[a], "time": datetime_iso(t), "exposure": k}
-                        for a, t, k in ex.first],
-                    "exposure_of_size": None if ex is None else ex.size,
-                })
+            times = self._tt[self._cascade_texts(gid)]
+            listed.append({
+                "ngram": self._word(gid), "size": size,
+                "first": datetime_iso(float(times.min())),
+                "last": datetime_iso(float(times.max())),
+                "adopters": [] if ex is None else ex.shown(self._agents),
+                "exposure_of_size": None if ex is None else ex.size,
+            })
         agents, adopted = agents_k, adopted_k
         rate = {str(k): {"agents": int(agents[k]), "adopters": int(adopted[k]),
                          "rate": float(adopted[k] / agents[k]) if agents[k] else None}
@@ -990,5 +1001,6 @@ class CascadeEngine:
         return Snapshot(samples=samples, details=details)
 
 
+@lru_cache(maxsize=1 << 13)  # the listed adopters' times, mostly the same analysis to analysis
 def datetime_iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat()
