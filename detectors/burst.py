@@ -1,22 +1,23 @@
 """Lexical burst detector: a new phrase adopted by many distinct agents within hours.
 
-The phrases are the word n-grams of posts and comments (word 3-grams by default, read from
-``item.text.word_ngram_ids(n)``: the one tokeniser's word tokens, lower case, URLs removed; an
-n-gram over half stop-words is never reported, as in the cascade definition of metrics B). An
-n-gram is *born* the first time it is seen after the warm-up (``warmup_s`` and ``warmup_texts``;
-anything seen during the warm-up, or within the last ``memory_s``, is old). It bursts when,
-within ``max_age_s`` of its birth, at least ``min_adopters`` distinct agents used it, at a growth
-rate of at least ``min_rate_per_h`` adopters an hour since birth, in at least ``min_text_share``
-of all texts since its birth (a common phrase of a busy hour is not a burst), in at least
-``min_threads`` threads (a phrase repeated inside one hot thread is that thread's business, as
-for the surge detector: on the real-text background, resampled real threads whose bots all
-answer "TIL too, thanks" raised 2 to 5 such bursts a seed without this bar). Whether the
-adopters paste near-identical texts or weave the phrase into varied posts of their own, it is
-the same burst (issue 10 item 7); the surge detector says separately whether a campaign is
-coordinated. All n-grams of one burst (sharing a word that is not a stop-word, or most of their
-adopters) are one incident, keyed by the earliest-born n-gram, which stays tracked past
-``max_age_s`` while it keeps gaining adopters (none for ``quiet_s`` ends it). The evidence
-carries the readable phrase (recovered from the text that made it a candidate).
+The phrases are the word n-grams of posts and comments (word 3-grams by default: the ids of
+``item.text.word_ngram_ids(n)``, rolled by the flush kernel from the one tokeniser's word
+tokens, lower case, URLs removed; an n-gram over half stop-words is never reported, as in the
+cascade definition of metrics B). An n-gram is *born* the first time it is seen after the
+warm-up (``warmup_s`` and ``warmup_texts``; anything seen during the warm-up, or within the last
+``memory_s``, is old). It bursts when, within ``max_age_s`` of its birth, at least
+``min_adopters`` distinct agents used it, at a growth rate of at least ``min_rate_per_h``
+adopters an hour since birth, in at least ``min_text_share`` of all texts since its birth (a
+common phrase of a busy hour is not a burst), in at least ``min_threads`` threads (a phrase
+repeated inside one hot thread is that thread's business, as for the surge detector: on the
+real-text background, resampled real threads whose bots all answer "TIL too, thanks" raised 2 to
+5 such bursts a seed without this bar). Whether the adopters paste near-identical texts or weave
+the phrase into varied posts of their own, it is the same burst (issue 10 item 7); the surge
+detector says separately whether a campaign is coordinated. All n-grams of one burst (sharing a
+word that is not a stop-word, or most of their adopters) are one incident, keyed by the
+earliest-born n-gram, which stays tracked past ``max_age_s`` while it keeps gaining adopters
+(none for ``quiet_s`` ends it). The evidence carries the readable phrase (recovered from the
+text that made it a candidate).
 
 Cost: texts are buffered and handled in one compiled pass (:mod:`detectors.burst_kernels`)
 once the buffer spans ``flush_s`` (30 s) of event time or holds ``batch`` texts (findings
@@ -219,7 +220,7 @@ class _Text(NamedTuple):
     t: float
     author: str | None
     event: PostEvent | CommentEvent
-    ids: np.ndarray
+    grams: int  # its n-grams: words - n + 1
     text: Text
     warm: bool  # in the warm-up: its n-grams are only seen
     texts_before: int
@@ -237,7 +238,7 @@ class _Text(NamedTuple):
         return Sighting(self.t, self.author, self.post, snippet(self.event.text, chars))
 
 
-_T, _IDS, _WARM = itemgetter(0), itemgetter(3), itemgetter(5)  # fields of a _Text
+_T, _GRAMS, _WARM = itemgetter(0), itemgetter(3), itemgetter(5)  # fields of a _Text
 
 
 class BurstDetector:
@@ -278,11 +279,12 @@ class BurstDetector:
         self._texts += 1
         if item.author is None:
             self._anonymous += 1
-        ids = item.text.word_ngram_ids(cfg.n)
-        if not len(ids):
+        grams = len(item.text.word_ids) - cfg.n + 1
+        if grams <= 0:
             return
         warm = not (t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts)
-        self._buf.append(_Text(t, item.author, item.event, ids, item.text, warm, self._texts - 1))
+        self._buf.append(_Text(t, item.author, item.event, grams, item.text, warm,
+                               self._texts - 1))
         if len(self._buf) >= self.cfg.batch:
             self._flush()
 
@@ -294,11 +296,9 @@ class BurstDetector:
             return
         cfg, table = self.cfg, self._table
         n = len(buf)
-        grams = list(map(_IDS, buf))
-        lens = np.fromiter(map(len, grams), np.int64, n)
+        lens = np.fromiter(map(_GRAMS, buf), np.int64, n)
         times = np.fromiter(map(_T, buf), np.float64, n)
         warm = np.fromiter(map(_WARM, buf), bool, n)
-        ids = np.concatenate(grams) if n > 1 else grams[0]
         # the authors' record numbers (-2: none yet), and who is who within the batch (a
         # record born here has no number yet)
         number, batch = self._author_no, {}
@@ -312,7 +312,7 @@ class BurstDetector:
         np.cumsum(lens[:-1] + (cfg.n - 1), out=word_at[1:])  # a text of k grams: k + n - 1 words
         while True:
             distinct, inserted, births, keys, promote, texts, pos, recs = kernels.flush(
-                ids, lens, times, warm, authors, who, words, word_at, _STOP_IDS, cfg.n,
+                lens, times, warm, authors, who, words, word_at, _STOP_IDS, cfg.n,
                 table.keys, table.last, table.rec, table.young, table.bits, table.count,
                 cfg.memory_s, self._record_base, self._record_base + len(self._records),
                 self._rec_t, self._rec_a, self._arr_base, cfg.max_age_s, self._orphans)

@@ -26,6 +26,7 @@ import numba
 import numpy as np
 
 from streams.kernels import B1, B1_A, F64, F64_A, FLOAT, I64, I64_A, INT, U64, U64_A
+from streams.textscan import K
 
 MIX = np.uint64(0x9E3779B97F4A7C15)
 
@@ -100,9 +101,9 @@ def _member(sorted_keys: np.ndarray, k: np.uint64) -> bool:
     return j < len(sorted_keys) and sorted_keys[j] == k
 
 
-@numba.njit([(U64, I64, F64, B1, I64, I64, U64, I64, U64, INT, U64_A, F64_A, I64_A, B1_A, INT,
+@numba.njit([(I64, F64, B1, I64, I64, U64, I64, U64, INT, U64_A, F64_A, I64_A, B1_A, INT,
                INT, FLOAT, INT, INT, F64, I64, INT, FLOAT, U64)], cache=True)
-def flush(ids: np.ndarray, lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
+def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
           authors: np.ndarray, who: np.ndarray, words: np.ndarray, word_at: np.ndarray,
           stop: np.ndarray, n_words: int, keys: np.ndarray, last: np.ndarray,
           rec: np.ndarray, young: np.ndarray, bits: int, count: int, memory_s: float,
@@ -113,11 +114,12 @@ def flush(ids: np.ndarray, lens: np.ndarray, times: np.ndarray, warm: np.ndarray
     """One batch against the seen table (``keys``, ``last``, ``rec``, ``young``: 2 ** ``bits``
     slots, ``count`` used), as one text at a time in order would.
 
-    The batch: text after text, ``lens`` n-gram ids each (id 0 read as 1, 0 marking an empty
-    slot), each text's time, warm-up flag, author number (``authors``: that of the records,
-    -2 for an author without one, -1 for none), author within the batch (``who``: equal
-    for one author, -1 for none) and word ids (``words`` from ``word_at``: gram ``p`` is
-    words ``p`` to ``p + n_words - 1``). Only each text's first use of an n-gram counts.
+    The batch: text after text, ``lens`` n-grams each, its time, warm-up flag, author number
+    (``authors``: that of the records, -2 for an author without one, -1 for none), author
+    within the batch (``who``: equal for one author, -1 for none) and word ids (``words``
+    from ``word_at``: gram ``p`` is words ``p`` to ``p + n_words - 1``, its id their rolling
+    hash as :meth:`streams.text.Text.word_ngram_ids` has it, id 0 read as 1: 0 marks an empty
+    slot). Only each text's first use of an n-gram counts.
 
     An n-gram is old when its first text here comes at most ``memory_s`` after it was last
     seen; else it is born with the record of that text (the texts that give births get the
@@ -141,7 +143,7 @@ def flush(ids: np.ndarray, lens: np.ndarray, times: np.ndarray, warm: np.ndarray
     actions in text order: key, whether a promotion (else an adoption), text, position,
     record). When the distinct n-grams would take the load over 1/2, nothing is done
     (inserted -1): the caller makes room and calls again."""
-    n = len(ids)
+    n = lens.sum()
     lbits = 4
     while (1 << lbits) < 2 * n:
         lbits += 1
@@ -157,11 +159,13 @@ def flush(ids: np.ndarray, lens: np.ndarray, times: np.ndarray, warm: np.ndarray
     grp_tmax = np.empty(n, np.float64)
     grp_text = np.empty(n, np.int64)  # the last text that used it (one use a text)
     n_occ = n_grp = 0
-    at = 0
     for i in range(len(lens)):
         t = times[i]
+        at = word_at[i]
         for p in range(lens[i]):
-            k = ids[at + p]
+            k = words[at + p]
+            for w in range(at + p + 1, at + p + n_words):
+                k = k * K + words[w]
             if k == 0:
                 k = np.uint64(1)
             s = _home(k, lshift)
@@ -188,7 +192,6 @@ def flush(ids: np.ndarray, lens: np.ndarray, times: np.ndarray, warm: np.ndarray
             occ_pos[n_occ] = p
             occ_grp[n_occ] = g
             n_occ += 1
-        at += lens[i]
     none = np.empty(0, np.int64)
     if 2 * (count + n_grp) > (1 << bits):
         return (n_grp, -1, none, np.empty(0, np.uint64), np.empty(0, np.bool_), none, none,
