@@ -269,10 +269,24 @@ class InteractionGraph:
     def drain_delta(self) -> Weights:
         """Net window-weight changes since the last call (the incremental PageRank's batch), in
         the order the pairs first changed."""
+        slots, units = self.drain_changes()
         pairs = self._pairs
-        out = {pairs[s]: w for s, w in self._delta.items() if w}
-        self._delta = {}
-        return out
+        return dict(zip([pairs[s] for s in slots.tolist()], units.tolist(), strict=True))
+
+    def drain_changes(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`drain_delta` as (pair slots, net changes) arrays: the pairs' keys that
+        :meth:`ends` and :meth:`agent_names` resolve."""
+        delta, self._delta = self._delta, {}
+        slots = np.fromiter(delta, np.int64, len(delta))
+        units = np.fromiter(delta.values(), np.int64, len(delta))
+        keep = units != 0
+        return slots[keep], units[keep]
+
+    def ends(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The (source, target) agent indices of the given pair slots."""
+        m = len(self._slot)
+        return (np.frombuffer(self._src, np.int32)[:m][slots],
+                np.frombuffer(self._dst, np.int32)[:m][slots])
 
     # -- queries -----------------------------------------------------------------------------
     @property

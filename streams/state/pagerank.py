@@ -12,12 +12,16 @@ that 5.7 tol bound against the exact power iteration. It replaces the incrementa
 (Bahmani et al.), whose pure-Python walk upkeep cost ~50 us an event on real streams for a
 noisier estimate (L1 ~0.007).
 
-Cost: a refresh applies the window's net changes (a dict look-up a changed pair, the weights
-in one NumPy update) and iterates a product over the window's edge slots (one compiled pass
-over the slots an iteration, :func:`streams.state.pagerank_kernels.power_iterate`, whose
-floats are the NumPy iteration's; no sparse matrix is built); the summaries sort the
-window's agents once in NumPy. Memory: 32 B a window edge slot (x2 slack, 8 B a free one in
-the free list) plus ~65 B an edge in the slot index; 8 B an agent plus its name entry.
+Cost: a refresh applies the window's net changes, keyed by the interaction graph's pair slots
+and agent indices (one compiled pass over the changes,
+:func:`streams.state.pagerank_kernels.window_apply`: no name is hashed), and iterates a
+product over the window's edge slots (one compiled pass over the slots an iteration,
+:func:`streams.state.pagerank_kernels.power_iterate`, whose floats are the NumPy iteration's;
+no sparse matrix is built); the summaries sort the window's agents once in NumPy. Memory:
+48 B a window edge slot (x2 slack: ends, weight, key, arrival, free stack), 8 B a pair of
+the cumulative graph (its slot by key, x2 slack), ~33 B a node id and 8 B an agent (its node
+by key); the names are the graph's list. A checkpoint keeps the slots below the high-water
+mark and the node ids in use (the key look-ups are remade).
 
 Exact PageRank (:func:`pagerank_exact`, :func:`pagerank_arrays`) is THE power iteration of the
 project (day and cumulative graphs, roles, the super-node detector); :func:`largest_gap_cut`
@@ -37,7 +41,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -47,7 +50,7 @@ import numpy as np
 
 from streams.state.base import Item, Sample, Snapshot
 from streams.state.graph import Interaction, InteractionGraph, Pair, day_label
-from streams.state.pagerank_kernels import power_iterate
+from streams.state.pagerank_kernels import power_iterate, window_apply
 
 TOP_KS = (1, 3, 5, 10)
 
@@ -144,6 +147,14 @@ class Names(Sequence[str]):
         return (names[i] for i in self.ids.tolist())
 
 
+def _grown(a: np.ndarray, size: int, fill: float) -> np.ndarray:
+    """``a`` with room for ``size`` entries (at least doubled when it grows), the new ones
+    ``fill``."""
+    if len(a) >= size:
+        return a
+    return np.concatenate([a, np.full(max(size, 2 * len(a)) - len(a), fill, a.dtype)])
+
+
 # ----------------------------------------------------------------------------------------------
 # the window's PageRank, kept current
 # ----------------------------------------------------------------------------------------------
@@ -151,164 +162,199 @@ class WindowPageRank:
     """PageRank of a changing weighted digraph (the sliding window), kept current from batches
     of net weight changes.
 
-    Nodes get recycled integer ids and each distinct edge a slot in three arrays (source,
-    target, weight) updated in place: a batch costs O(changed edges). :meth:`vector` then runs
-    the PageRank operator ``p -> alpha (P^T p + dangling(p)/n) + (1 - alpha)/n`` (one pass over
-    the live slots an iteration), warm-started from the previous vector, until
-    the L1 change is below ``tol``: as the operator is an alpha-contraction in L1, the result
-    is within ``alpha / (1 - alpha) * tol`` (5.7 tol, 5.7e-3 by default) of the exact
-    PageRank, networkx's semantics. A window that moved a little since the last refresh
-    converges in a few iterations.
+    Edges come keyed by stable integers: an edge key and its two agents' keys (the
+    interaction graph's pair slots and agent indices: :meth:`apply_keys`), or by their names
+    (:meth:`apply`, which keys them here). Nodes get recycled integer ids and each distinct
+    edge a slot in three arrays (source, target, weight) updated in place: a batch is one
+    compiled pass over its changes (:func:`streams.state.pagerank_kernels.window_apply`).
+    :meth:`vector` then runs the PageRank operator ``p -> alpha (P^T p + dangling(p)/n) +
+    (1 - alpha)/n`` (one pass over the live slots an iteration), warm-started from the
+    previous vector, until the L1 change is below ``tol``: as the operator is an
+    alpha-contraction in L1, the result is within ``alpha / (1 - alpha) * tol`` (5.7 tol,
+    5.7e-3 by default) of the exact PageRank, networkx's semantics. A window that moved a
+    little since the last refresh converges in a few iterations.
     """
 
-    _hi = 1 << 62  # a pickle from before the high-water mark: every slot
+    # counts (one array, the kernel's in/out): node ids ever, free ids, free slots, high-water
+    # mark of the slots, creation sequence, live edges, live nodes
+    _IDS, _FREE_IDS, _FREE_SLOTS, _HI, _SEQ, _EDGES, _NODES = range(7)
 
     def __init__(self, alpha: float = 0.85, tol: float = 1e-3, max_iter: int = 1000) -> None:
         if not 0.0 < alpha < 1.0 or tol <= 0:
             raise ValueError("need 0 < alpha < 1 and tol > 0")
         self.alpha, self.tol, self.max_iter = alpha, tol, max_iter
-        self._id: dict[str, int] = {}
-        self._name: list[str | None] = []
-        self._free = array("q")  # free node ids (flat: a list would hold an int object each)
-        self._deg: list[int] = []  # distinct incident edges; a node lives while > 0
-        self._slot: dict[Pair, int] = {}  # edge (by names): its slot
-        self._pair: list[Pair | None] = []  # slot: its edge
-        self._slot_free = array("q")
+        self._names: Sequence[str] = []  # agent names by key (the caller's list: it only grows)
+        # the keys of apply()'s named edges (apply_keys's callers key edges themselves)
+        self._key: dict[Pair, int] = {}
+        self._key_ends: dict[str, int] = {}
+        self._slot_of = np.zeros(0, np.int64)  # edge key: its slot, -1 none
+        self._node_of = np.zeros(0, np.int64)  # agent key: its node id, -1 none
+        self._agent = np.zeros(0, np.int64)  # node id: its agent key, -1 free
+        self._deg = np.zeros(0, np.int64)  # distinct incident edges; a node lives while > 0
+        self._free_nodes = np.zeros(0, np.int64)  # a stack: the last freed id is reused first
+        self._free_slots = np.zeros(0, np.int64)  # a stack, lowest slot on top
+        self._slot_key = np.zeros(0, np.int64)  # slot: its edge key, -1 free
+        self._slot_seq = np.zeros(0, np.int64)  # slot: when its edge came (compaction order)
         self._es = np.zeros(0, np.int64)
         self._ed = np.zeros(0, np.int64)
         self._ew = np.zeros(0, np.float64)
-        self._hi = 0  # slots in use lie below: free slots are reused lowest first
         self._p = np.zeros(0)
         self._alive = np.zeros(0, bool)
+        self._counts = np.zeros(7, np.int64)
         self._dirty = False
         self.iterations = 0  # of the last computation
 
+    _SLOT_ARRAYS = ("_es", "_ed", "_ew", "_slot_key", "_slot_seq")
+    _NODE_ARRAYS = ("_agent", "_deg", "_p", "_alive")
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the slots below the high-water mark and the node ids in use (the rest is free and
+        # zero), the stacks' live parts; the key look-ups are remade from the slots and nodes
+        state = dict(self.__dict__)
+        hi, ids = self._hi, int(self._counts[self._IDS])
+        state["_sizes"] = (len(self._es), len(self._agent), len(self._slot_of),
+                           len(self._node_of))
+        for name in self._SLOT_ARRAYS:
+            state[name] = state[name][:hi]
+        for name in self._NODE_ARRAYS:
+            state[name] = state[name][:ids]
+        state["_free_slots"] = self._free_slots[: self._counts[self._FREE_SLOTS]]
+        state["_free_nodes"] = self._free_nodes[: self._counts[self._FREE_IDS]]
+        del state["_slot_of"], state["_node_of"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        slots, nodes, keys, agents = state.pop("_sizes")
+        self.__dict__.update(state)
+        fills = {"_agent": -1, "_slot_key": -1}
+        for name, size in [(a, slots) for a in self._SLOT_ARRAYS] + [
+                (a, nodes) for a in (*self._NODE_ARRAYS, "_free_nodes")] + [
+                ("_free_slots", slots)]:
+            a = getattr(self, name)
+            grown = np.full(size, fills.get(name, 0), a.dtype)
+            grown[: len(a)] = a
+            setattr(self, name, grown)
+        self._slot_of = np.full(keys, -1, np.int64)
+        live = np.flatnonzero(self._slot_key >= 0)
+        self._slot_of[self._slot_key[live]] = live
+        self._node_of = np.full(agents, -1, np.int64)
+        used = np.flatnonzero(self._agent >= 0)
+        self._node_of[self._agent[used]] = used
+
     @property
     def n_nodes(self) -> int:
-        return len(self._id)
+        return int(self._counts[self._NODES])
 
     @property
     def n_edges(self) -> int:
-        return len(self._slot)
+        return int(self._counts[self._EDGES])
+
+    @property
+    def _hi(self) -> int:
+        """Slots in use lie below: free slots are reused lowest first."""
+        return int(self._counts[self._HI])
 
     def apply(self, delta: Mapping[Pair, int]) -> None:
-        """Apply one batch of net edge-weight changes ``{(src, dst): +/-units}``: a dict
-        look-up a pair (slots are keyed by the pair of names, looked up in one ``map``), the
-        weights in one NumPy update; only new and vanishing edges touch the node index."""
-        slot_of = self._slot
-        pairs = list(delta)
-        units = list(delta.values())
-        slots: list[int | None] = list(map(slot_of.get, pairs))  # C speed: most edges exist
-        if None in slots:  # new edges get a slot (in the batch's order)
-            fresh: list[int] = []
-            ends: list[int] = []
-            for i in [i for i, slot in enumerate(slots) if slot is None]:
-                pair, d = pairs[i], units[i]
-                if d == 0 or pair[0] == pair[1]:
-                    continue  # changes nothing: left out below
-                if d < 0:
-                    raise ValueError("edge weight would go negative: expiry of an edge never "
-                                     "added")
-                u, v = self._node(pair[0]), self._node(pair[1])
-                slot = self._slot_free.pop() if self._slot_free else self._grow_slots()
-                slot_of[pair] = slot
-                if slot >= self._hi:
-                    self._hi = slot + 1
-                fresh.append(slot)
-                ends += (u, v)
-                self._pair[slot] = pair
-                self._deg[u] += 1
-                self._deg[v] += 1
-                slots[i] = slot
-            at = np.array(fresh, np.int64)  # the new slots' arrays in one NumPy update each
-            self._es[at], self._ed[at], self._ew[at] = ends[::2], ends[1::2], 0.0
-        if None in slots or 0 in units:
-            keep = [i for i, (slot, d) in enumerate(zip(slots, units, strict=True))
-                    if slot is not None and d != 0]
-            slots, units = [slots[i] for i in keep], [units[i] for i in keep]
-        if not slots:
+        """Apply one batch of net edge-weight changes ``{(src, dst): +/-units}`` by names:
+        the pairs and names get keys here (do not mix with :meth:`apply_keys`)."""
+        names: list[str] = self._names  # type: ignore[assignment]
+        ends = self._key_ends
+        keys: list[int] = []
+        src: list[int] = []
+        dst: list[int] = []
+        key_of = self._key
+        for pair in delta:
+            for name in pair:
+                if name not in ends:
+                    ends[name] = len(names)
+                    names.append(name)
+            keys.append(key_of.setdefault(pair, len(key_of)))
+            src.append(ends[pair[0]])
+            dst.append(ends[pair[1]])
+        self.apply_keys(np.array(keys, np.int64), np.fromiter(delta.values(), np.int64,
+                                                                len(delta)),
+                        np.array(src, np.int64), np.array(dst, np.int64), names)
+
+    def apply_keys(self, keys: np.ndarray, units: np.ndarray, src: np.ndarray,
+                   dst: np.ndarray, names: Sequence[str]) -> None:
+        """Apply one batch of net weight changes: edge key ``keys[i]`` (distinct; an edge
+        keeps its key), from agent ``src[i]`` to ``dst[i]`` (keys into ``names``, a list
+        that only grows), changes by ``units[i]``. New edges take slots in the batch's
+        order; only new and vanishing edges touch the node index."""
+        self._names = names
+        if not len(keys):
             return
-        at = np.array(slots, np.int64)
-        w = self._ew[at] + np.array(units, np.float64)
-        if (w < 0).any():
+        keys, units = keys.astype(np.int64, copy=False), units.astype(np.int64, copy=False)
+        src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
+        self._slot_of = _grown(self._slot_of, int(keys.max()) + 1, -1)
+        self._node_of = _grown(self._node_of, int(max(src.max(), dst.max())) + 1, -1)
+        slots = self._slot_of[keys]
+        fresh = (slots < 0) & (units != 0) & (src != dst)
+        old = slots >= 0
+        if (units[fresh] < 0).any() or (self._ew[slots[old]] + units[old] < 0).any():
             raise ValueError("edge weight would go negative: expiry of an edge never added")
-        self._ew[at] = w
-        self._dirty = True
-        gone = at[w == 0]  # edges that left the window
-        if not len(gone):
-            return
-        for slot in gone.tolist():
-            del slot_of[self._pair[slot]]
-            self._pair[slot] = None
-        self._slot_free.extend(gone.tolist())
-        dead: list[int] = []
-        deg = self._deg
-        # each gone edge's source then target, in slot order: nodes are freed in that order
-        for x in np.column_stack((self._es[gone], self._ed[gone])).ravel().tolist():
-            deg[x] -= 1
-            if deg[x] == 0:
-                del self._id[self._name[x]]  # type: ignore[arg-type]
-                self._name[x] = None
-                self._free.append(x)
-                dead.append(x)
-        self._p[dead] = 0.0
-        self._alive[dead] = False
+        new = int(fresh.sum())
+        while self._counts[self._FREE_SLOTS] < new:
+            self._grow_slots()
+        ids = int(self._counts[self._IDS]) + 2 * new  # node ids the batch may reach
+        if ids > len(self._agent):
+            size = max(64, 2 * ids)
+            self._agent = _grown(self._agent, size, -1)
+            self._deg = _grown(self._deg, size, 0)
+            self._free_nodes = _grown(self._free_nodes, size, 0)
+            self._p = _grown(self._p, size, 0.0)
+            self._alive = _grown(self._alive, size, False)
+        if window_apply(keys, units, src, dst, self._slot_of, self._node_of, self._agent,
+                        self._deg, self._free_nodes, self._free_slots, self._slot_key,
+                        self._slot_seq, self._es, self._ed, self._ew, self._p, self._alive,
+                        self._counts):
+            self._dirty = True
 
-    def _node(self, name: str) -> int:
-        u = self._id.get(name)
-        if u is not None:
-            return u
-        if self._free:
-            u = self._free.pop()
-            self._name[u] = name
-        else:
-            u = len(self._name)
-            self._name.append(name)
-            self._deg.append(0)
-            if u >= len(self._p):
-                grow = max(64, len(self._p))
-                self._p = np.concatenate([self._p, np.zeros(grow)])
-                self._alive = np.concatenate([self._alive, np.zeros(grow, bool)])
-        self._p[u] = 0.0  # a fresh node starts from the uniform share (see vector)
-        self._alive[u] = True
-        self._id[name] = u
-        return u
-
-    def _grow_slots(self) -> int:
+    def _grow_slots(self) -> None:
+        """Twice the slots (64 at least); the new ones go under the free stack, lowest on top:
+        taken in slot order once the free slots before them are."""
         n = len(self._es)
         size = max(64, 2 * n)
-        self._es = np.concatenate([self._es, np.zeros(size - n, np.int64)])
-        self._ed = np.concatenate([self._ed, np.zeros(size - n, np.int64)])
-        self._ew = np.concatenate([self._ew, np.zeros(size - n, np.float64)])
-        self._pair.extend([None] * (size - n))
-        self._slot_free.extend(range(size - 1, n, -1))
-        return n
+        self._es, self._ed = _grown(self._es, size, 0), _grown(self._ed, size, 0)
+        self._ew = _grown(self._ew, size, 0.0)
+        self._slot_key = _grown(self._slot_key, size, -1)
+        self._slot_seq = _grown(self._slot_seq, size, 0)
+        free = int(self._counts[self._FREE_SLOTS])
+        stack = np.empty(size, np.int64)
+        stack[: size - n] = np.arange(size - 1, n - 1, -1)
+        stack[size - n: size - n + free] = self._free_slots[:free]
+        self._free_slots = stack
+        self._counts[self._FREE_SLOTS] = free + size - n
 
     def _compact(self) -> None:
-        """Move the live edges to the first slots once fewer than half the slots below the
-        high-water mark are live (after a window shrank): O(live edges), at most once per
-        halving, so the iteration's pass stays within 2x the live edges."""
-        keys = list(self._slot)
-        old = np.fromiter(self._slot.values(), np.int64, len(keys))
-        m = len(keys)
-        for a in (self._es, self._ed, self._ew):
+        """Move the live edges to the first slots, in the order they came, once fewer than
+        half the slots below the high-water mark are live (after a window shrank): O(live
+        edges), at most once per halving, so the iteration's pass stays within 2x the live
+        edges."""
+        hi = self._hi
+        live = np.flatnonzero(self._slot_key[:hi] >= 0)
+        old = live[np.argsort(self._slot_seq[live], kind="stable")]
+        m = len(old)
+        for a in (self._es, self._ed, self._ew, self._slot_key, self._slot_seq):
             a[:m] = a[old]
             a[m:] = 0
-        self._slot = dict(zip(keys, range(m), strict=True))
-        self._pair = keys + [None] * (len(self._es) - m)
-        self._slot_free = array("q", range(len(self._es) - 1, m - 1, -1))  # lowest first
-        self._hi = m
+        self._slot_key[m:] = -1
+        self._slot_of[self._slot_key[:m]] = np.arange(m)
+        size = len(self._es)
+        self._free_slots[: size - m] = np.arange(size - 1, m - 1, -1)  # lowest first
+        self._counts[self._FREE_SLOTS] = size - m
+        self._counts[self._HI] = m
 
     def vector(self) -> tuple[Names, np.ndarray]:
         """(agent names, PageRank) over the live nodes, brought up to date."""
-        size = len(self._name)
+        size = int(self._counts[self._IDS])
         alive = self._alive[:size]
         ids = np.flatnonzero(alive)
         n = len(ids)
         if not n:
-            return Names(ids, []), np.zeros(0)
+            return Names(ids, self._names), np.zeros(0)
         if self._dirty:
-            if self._hi > 1024 and 2 * len(self._slot) < self._hi:
+            if self._hi > 1024 and 2 * self.n_edges < self._hi:
                 self._compact()
             # every slot below the high-water mark, free ones included (weight 0: they add
             # nothing); COO: the product runs straight over the slots, no sort into CSR
@@ -328,7 +374,7 @@ class WindowPageRank:
             self.iterations = it
             self._p[:size] = p
             self._dirty = False
-        return Names(ids, list(self._name)), self._p[ids]
+        return Names(self._agent[ids], self._names), self._p[ids]
 
     def scores(self) -> dict[str, float]:
         names, p = self.vector()
@@ -492,7 +538,9 @@ class InfluenceEngine:
         """Bring the window PageRank up to date and evaluate the window; ``full`` also brings
         every open day's and the cumulative exact PageRank up to date (end of a replay)."""
         now = now if now is not None else self.graph.now or 0.0
-        self.pagerank.apply(self.graph.drain_delta())
+        slots, units = self.graph.drain_changes()
+        self.pagerank.apply_keys(slots, units, *self.graph.ends(slots),
+                                 self.graph.agent_names())
         names, p = self.pagerank.vector()
         summary = summarise_vector(names, p, self.graph.window_edges, self.config.top_n)
         if self._window is not None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streams.kernels import F64, FLOAT, I64, INT
+from streams.kernels import B1, F64, FLOAT, I64, INT
 
 
 @numba.njit(cache=True)
@@ -172,3 +172,93 @@ def brandes(indptr: np.ndarray, indices: np.ndarray, n: int,
         for i in range(n):
             bc[i] += delta[i]
     return bc
+
+
+@numba.njit(cache=True)
+def _node_of(a: int, node_of: np.ndarray, agent: np.ndarray, deg: np.ndarray,
+             free_nodes: np.ndarray, p: np.ndarray, alive: np.ndarray,
+             counts: np.ndarray) -> int:
+    """Agent key ``a``'s node id: its own, else the last freed id, else a new one."""
+    u = node_of[a]
+    if u >= 0:
+        return u
+    if counts[1]:  # free ids: a stack
+        counts[1] -= 1
+        u = free_nodes[counts[1]]
+    else:
+        u = counts[0]
+        counts[0] += 1
+        deg[u] = 0
+    agent[u] = a
+    node_of[a] = u
+    p[u] = 0.0  # a fresh node starts from the uniform share (WindowPageRank.vector)
+    alive[u] = True
+    counts[6] += 1
+    return u
+
+
+@numba.njit([(I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, F64,
+              F64, B1, I64)], cache=True)
+def window_apply(keys: np.ndarray, units: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                 slot_of: np.ndarray, node_of: np.ndarray, agent: np.ndarray,
+                 deg: np.ndarray, free_nodes: np.ndarray, free_slots: np.ndarray,
+                 slot_key: np.ndarray, slot_seq: np.ndarray, es: np.ndarray, ed: np.ndarray,
+                 ew: np.ndarray, p: np.ndarray, alive: np.ndarray, counts: np.ndarray) -> bool:
+    """One batch of :class:`streams.state.pagerank.WindowPageRank`: edge key ``keys[i]``
+    (``src[i] -> dst[i]``, agent keys) changes by ``units[i]``. New edges take a slot from
+    the top of ``free_slots`` (the caller made room) in batch order, their source's then
+    their target's node id; edges whose weight falls to 0 free their slot, then their
+    source's and target's ids once unused, in batch order. ``counts``: node ids ever, free
+    ids, free slots, high-water mark, creation sequence, live edges, live nodes (updated).
+    Returns whether a weight changed. Negative weights are the caller's to refuse first."""
+    m = len(keys)
+    slots = np.empty(m, np.int64)
+    for i in range(m):
+        k, d = keys[i], units[i]
+        s = slot_of[k]
+        if d == 0 or (s < 0 and src[i] == dst[i]):
+            slots[i] = -1  # changes nothing
+            continue
+        if s < 0:
+            u = _node_of(src[i], node_of, agent, deg, free_nodes, p, alive, counts)
+            v = _node_of(dst[i], node_of, agent, deg, free_nodes, p, alive, counts)
+            counts[2] -= 1
+            s = free_slots[counts[2]]
+            slot_of[k] = s
+            if s >= counts[3]:
+                counts[3] = s + 1
+            slot_key[s], slot_seq[s] = k, counts[4]
+            counts[4] += 1
+            es[s], ed[s], ew[s] = u, v, 0.0
+            deg[u] += 1
+            deg[v] += 1
+            counts[5] += 1
+        slots[i] = s
+    changed = False
+    for i in range(m):
+        s = slots[i]
+        if s >= 0:
+            ew[s] += float(units[i])
+            changed = True
+    for i in range(m):  # edges that left: their slots, then their nodes
+        s = slots[i]
+        if s >= 0 and ew[s] == 0.0:
+            slot_of[slot_key[s]] = -1
+            slot_key[s] = -1
+            free_slots[counts[2]] = s
+            counts[2] += 1
+            counts[5] -= 1
+    for i in range(m):
+        s = slots[i]
+        if s >= 0 and ew[s] == 0.0:
+            for x in (es[s], ed[s]):
+                deg[x] -= 1
+                if deg[x] == 0:
+                    node_of[agent[x]] = -1
+                    agent[x] = -1
+                    free_nodes[counts[1]] = x
+                    counts[1] += 1
+                    p[x] = 0.0
+                    alive[x] = False
+                    counts[6] -= 1
+    return changed
