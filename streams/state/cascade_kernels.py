@@ -358,9 +358,10 @@ def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
 
 
 @numba.njit([(U64,)], cache=True)
-def argsort_keys(keys: np.ndarray) -> np.ndarray:
-    """A stable argsort of uint64 keys: least significant digit radix sort, 11 bits a pass,
-    a pass skipped when every key has the same digit there."""
+def argsort_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A stable argsort of uint64 keys, and the keys in that order (the sort has them: no
+    gather): least significant digit radix sort, 11 bits a pass, a pass skipped when every
+    key has the same digit there."""
     n = len(keys)
     bits, passes = 11, 6
     mask = np.uint64((1 << bits) - 1)
@@ -388,7 +389,7 @@ def argsort_keys(keys: np.ndarray) -> np.ndarray:
             tmp[at] = idx[i]
         key, ktmp = ktmp, key
         idx, tmp = tmp, idx
-    return idx
+    return idx, key
 
 
 @numba.njit([(U64, I64, U64, INT, INT, FLOAT, UINT)], cache=True)
@@ -441,12 +442,14 @@ def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int,
     return g[:out], where[:out], text_of[:out], part_ends
 
 
-@numba.njit([(I64, U64, U64, I64, I64, BOOL)], cache=True)
-def distinct_pairs(order: np.ndarray, key: np.ndarray, g: np.ndarray, text_of: np.ndarray,
-                   rank: np.ndarray, strict: bool,
+@numba.njit([(I64, U64, U64, I64, I64, BOOL, INT)], cache=True)
+def distinct_pairs(order: np.ndarray, sorted_keys: np.ndarray, g: np.ndarray,
+                   text_of: np.ndarray, rank: np.ndarray, strict: bool, agent_bits: int,
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
     """The distinct (key, id) pairs of n-gram uses in ``order`` (sorted by key; by key then id
-    unless ``strict``): (key, id, first use in ``order``, earliest rank of their texts'
+    unless ``strict``; ``sorted_keys``: their keys in that order, packed: the id prefix
+    shifted down to leave ``agent_bits`` bits to the agent): (key, unpacked: the agent in the
+    low ``AGENT_BITS`` bits, id, first use in ``order``, earliest rank of their texts'
     ``rank``), and False when ``strict`` met two ids under one key (then nothing else: the
     caller sorts by key then id)."""
     n = len(order)
@@ -454,18 +457,22 @@ def distinct_pairs(order: np.ndarray, key: np.ndarray, g: np.ndarray, text_of: n
     gu = np.empty(n, np.uint64)
     src = np.empty(n, np.int64)
     best = np.empty(n, np.int64)
+    low = np.uint64((1 << agent_bits) - 1)
+    up = np.uint64(AGENT_BITS - agent_bits)
     m = -1
+    last = np.uint64(0)
     for i in range(n):
         j = order[i]
-        k, gg, r = key[j], g[j], rank[text_of[j]]
-        if m >= 0 and k == ku[m]:
+        k, gg, r = sorted_keys[i], g[j], rank[text_of[j]]
+        if m >= 0 and k == last:
             if gg == gu[m]:
                 best[m] = min(best[m], r)
                 continue
             if strict:
                 return ku[:0], gu[:0], src[:0], best[:0], False
         m += 1
-        ku[m], gu[m], src[m], best[m] = k, gg, j, r
+        last = k
+        ku[m], gu[m], src[m], best[m] = ((k & ~low) << up) | (k & low), gg, j, r
     m += 1
     return ku[:m], gu[:m], src[:m], best[:m], True
 

@@ -630,12 +630,17 @@ class CascadeEngine:
         by_time = np.argsort(times, kind="stable")
         rank = np.empty(len(times), np.int64)
         rank[by_time] = np.arange(len(times))
-        key = (g & PREFIX_MASK) | a
-        order = argsort_keys(key)
-        ku, gu, src, best, ok = distinct_pairs(order, key, g, text_of, rank, True)
+        # sorted by a packed key: the id prefix shifted down to leave only the bits the
+        # batch's agents need (the same order, fewer radix passes: 38 + 17 bits fit 5 of 11
+        # bits up to 131k agents, where the full 64 take 6)
+        ab = max(int(agents.max()).bit_length(), 1)
+        key = ((g & PREFIX_MASK) >> np.uint64(AGENT_BITS - ab)) | a
+        order, sorted_keys = argsort_keys(key)
+        ku, gu, src, best, ok = distinct_pairs(order, sorted_keys, g, text_of, rank, True, ab)
         if not ok:  # two n-grams share a prefix and an agent: sort by key, then id
-            ku, gu, src, best, _ = distinct_pairs(np.lexsort((g, key)), key, g, text_of, rank,
-                                                  False)
+            order = np.lexsort((g, key))
+            ku, gu, src, best, _ = distinct_pairs(order, key[order], g, text_of, rank, False,
+                                                  ab)
         earliest = by_time[best]
         tu = times[earliest]
         xu = (earliest + base).astype(np.uint32)
@@ -650,7 +655,8 @@ class CascadeEngine:
             ci, cno = np.empty(0, np.int64), np.empty(0, np.int64)
         ag = (ku[ci] & AGENT_MASK).astype(np.int64)
         if not _ordered(cno, ag):
-            ob = argsort_keys((cno.astype(np.uint64) << np.uint64(32)) | ag.astype(np.uint64))
+            ob = argsort_keys((cno.astype(np.uint64) << np.uint64(32))
+                              | ag.astype(np.uint64))[0]
             ci, cno, ag = ci[ob], cno[ob], ag[ob]
         found_b, at_b = self._big.find(cno, ag, self._ta)
         self._big.earliest(at_b[found_b], tu[ci[found_b]], xu[ci[found_b]], self._tt)
@@ -689,12 +695,12 @@ class CascadeEngine:
             # the adoptions merged in (cascade, agent) order: the others' are in that order
             # already (renumbering keeps it), so two sorted runs, one merging pass
             jkey = (jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt]
-            order = argsort_keys(jkey)
+            order, jkey = argsort_keys(jkey)
             jc, jt = jc[order], jt[order]
             adds.append((jc, jt, self._big.ptrs[0][jc]))
             c0, t0 = adds[0][:2]
             order = merge_order((c0.astype(np.uint64) << np.uint64(32)) | self._ta[t0],
-                                jkey[order])
+                                jkey)
             adds = [tuple(col[order] for col in map(np.concatenate, zip(*adds, strict=True)))]
         self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)), self._ta)
         if len(self._keys) > self.config.max_tracked:
