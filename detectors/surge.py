@@ -46,7 +46,10 @@ Memory: at most ``max_entities`` entities (least recently seen evicted, and any 
 ``window_s + baseline_s``), each with ``(window_s + baseline_s) / bucket_s`` counters, at most
 ``max_posts_per_entity`` recent posts (each with its first 400 word ids and 400 characters)
 and ``max_accounts_per_entity`` accounts; per open incident, at most 1000 agents' post counts
-and first post times; plus the creation time of at most ``max_agents`` agents.
+and first post times; plus the creation time of at most ``max_agents`` agents. An entity seen
+once (most text templates) is held as its post alone, shared with the text's other entities
+(its bucket, account and times are the post's), and built in full at its second post or when
+a judgement or an expiry needs it.
 
 >>> from datetime import datetime, timedelta, timezone
 >>> from streams.events import PostEvent
@@ -268,7 +271,8 @@ class SurgeDetector:
 
     def __init__(self, config: SurgeConfig | None = None) -> None:
         self.cfg = config or SurgeConfig()
-        self._entities: OrderedDict[str, _Entity] = OrderedDict()
+        # an entity seen once is its post alone (a _Post), built into an _Entity when needed
+        self._entities: OrderedDict[str, _Entity | _Post] = OrderedDict()
         self._agent_created: OrderedDict[str, float] = OrderedDict()
         self._dirty: set[str] = set()
         self._reported: set[str] = set()
@@ -320,15 +324,14 @@ class SurgeDetector:
         max_accounts = cfg.max_accounts_per_entity
         for name in names:
             e = entities.get(name)
-            if e is None:  # a new entity: its first bucket, post and account
-                e = entities[name] = _Entity(name, t, t, deque((idx, 1)),
-                                             deque([post], cfg.max_posts_per_entity))
-                if author is not None and max_accounts > 0:
-                    e.accounts[author] = t
+            if e is None:  # a new entity: its post alone until a second (most never have one)
+                entities[name] = post
                 if len(entities) > cfg.max_entities:
                     old, _ = entities.popitem(last=False)
                     self._reported.discard(old)
                 continue
+            if type(e) is _Post:
+                e = entities[name] = self._built(name, e)
             entities.move_to_end(name)
             if t > e.last_seen:
                 e.last_seen = t
@@ -349,6 +352,15 @@ class SurgeDetector:
                     if first is None or t < first:
                         e.incident_first[author] = t
 
+    def _built(self, name: str, p: _Post) -> _Entity:
+        """The entity of one post as its first sighting made it (first bucket, post and
+        account)."""
+        cfg = self.cfg
+        return _Entity(name, p.t, p.t, deque((p.t // cfg.bucket_s, 1)),
+                       deque([p], cfg.max_posts_per_entity),
+                       {p.author: p.t} if p.author is not None
+                       and cfg.max_accounts_per_entity > 0 else {})
+
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg
         if now != self._expired_at:  # (the pipeline has just expired it: nothing to redo)
@@ -360,6 +372,10 @@ class SurgeDetector:
         entities, few = self._entities, cfg.min_posts * 0.5
         for name in self._dirty | self._reported:
             e = entities.get(name)
+            if type(e) is _Post:
+                if few > 1:
+                    continue  # (one post)
+                e = entities[name] = self._built(name, e)
             if e is None or len(e.posts) < few:
                 continue  # (fewer recent posts than any bar: the window's are among them)
             stats = self._stats(e, now)
@@ -383,7 +399,7 @@ class SurgeDetector:
                 host[1]["related_entities"].append(e.name)
         reported = {e.name for e, _, _ in accepted}
         for name in self._reported - reported:
-            if (e := self._entities.get(name)) is not None:
+            if type(e := self._entities.get(name)) is _Entity:
                 e.incident_agents, e.incident_first, e.evidence = None, {}, None
         self._reported = reported
         return [self._finding(e, stats, now) for e, stats, _ in accepted]
@@ -521,7 +537,7 @@ class SurgeDetector:
         kept_after = now - cfg.window_s - cfg.copost_s
         stale: list[str] = []  # the least recently seen, up to the first seen within the horizon
         for name, e in entities.items():
-            if e.last_seen >= horizon:
+            if (e.t if type(e) is _Post else e.last_seen) >= horizon:
                 break
             stale.append(name)
         for name in stale:
@@ -531,6 +547,10 @@ class SurgeDetector:
             e = entities.get(name)
             if e is None:
                 continue
+            if type(e) is _Post:
+                if e.t > kept_after and e.t // cfg.bucket_s >= first_bucket:
+                    continue  # (its post and bucket stay)
+                e = entities[name] = self._built(name, e)
             buckets, posts = e.buckets, e.posts
             while buckets and buckets[0] < first_bucket:
                 buckets.popleft()
