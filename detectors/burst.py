@@ -41,10 +41,11 @@ the first ``evidence_texts`` adopters after the first (the first's text is not k
 record holds its time, author and id, and it leads the timeline), and the timeline of every
 adopter's first use; rebuilt at most once a minute of event time.
 
-Memory: the distinct n-grams of ``memory_s`` (25 bytes a slot, 2 to 8 slots an n-gram: the
-table is rebuilt at load 1/2 to load under 1/4; a checkpoint pickles the used slots only, 25
-bytes an n-gram; over ``max_seen`` n-grams the least recently seen go first, ties by id, the
-only departure from the definition),
+Memory: the distinct n-grams of ``memory_s`` (25 bytes a slot, 1.5 to 6 slots an n-gram: the
+table, of 3/4 of a power of two ``2 ** bits`` slots, is rebuilt when its n-grams would pass
+``2 ** (bits - 1)``, to under ``2 ** (bits - 2)``, a load of 2/3 at most; a checkpoint pickles
+the used slots only, 25 bytes an n-gram; over ``max_seen`` n-grams the least recently seen go
+first, ties by id, the only departure from the definition),
 one record per text within ``max_age_s`` that gave birth to n-grams, and the adopters (at most
 ``max_adopters``) and the first ``evidence_texts`` adopters' texts (400 characters each) of
 the young n-grams with three or more uses (with two: a 3-tuple, beside one tuple a promoting
@@ -138,13 +139,14 @@ _Single = tuple[_Record, _Promoter, int]
 
 class _SeenTable:
     """Open-addressing hash table (linear probing) over NumPy arrays: n-gram id -> time last
-    seen, record of the text that gave it birth (-1: none, or never a burst), young flag.
-    The four are the fields of one packed 25-byte record a slot (``keys``, ``last``, ``rec``
-    and ``young`` are views of them): a look-up reads one place of a table far larger than the
-    cache, not four. Lookups and inserts are compiled (:mod:`detectors.burst_kernels`); dead
-    entries (unseen for ``memory_s``) are dropped when the table is rebuilt, which happens when
-    the load would pass one half. Pickled, it keeps only its used slots (a checkpoint holds 25
-    bytes an n-gram): which slot holds a key changes no outcome."""
+    seen, record of the text that gave it birth (-1: none, or never a burst), young flag;
+    3/4 of ``2 ** bits`` slots, holding at most ``2 ** (bits - 1)`` keys (a load of 2/3 at
+    most). The four are the fields of one packed 25-byte record a slot (``keys``, ``last``,
+    ``rec`` and ``young`` are views of them): a look-up reads one place of a table far larger
+    than the cache, not four. Lookups and inserts are compiled (:mod:`detectors.burst_kernels`);
+    dead entries (unseen for ``memory_s``) are dropped when the table is rebuilt, which happens
+    when its keys would pass ``2 ** (bits - 1)``. Pickled, it keeps only its used slots (a
+    checkpoint holds 25 bytes an n-gram): which slot holds a key changes no outcome."""
 
     _FIELDS = ("keys", "last", "rec", "young")
     _SLOT = np.dtype([("keys", np.uint64), ("last", np.float64), ("rec", np.int64),
@@ -158,7 +160,7 @@ class _SeenTable:
         self.bits = bits
         # zeroed pages the OS maps on first touch: an empty slot's fields are never read (an
         # insert writes them), bar young, which starts False
-        self.slots = np.zeros(1 << bits, self._SLOT)
+        self.slots = np.zeros(3 << (bits - 2), self._SLOT)
         self.keys = self.slots["keys"]  # 0: empty (id 0 is stored as 1)
         self.last = self.slots["last"]
         self.rec = self.slots["rec"]
@@ -177,36 +179,36 @@ class _SeenTable:
 
     def _put(self, keys: np.ndarray, last: np.ndarray, rec: np.ndarray,
              young: np.ndarray) -> None:
-        kernels.put(self.keys, self.last, self.rec, self.young, self.bits, keys, last, rec,
-                    young)
+        kernels.put(self.keys, self.last, self.rec, self.young, keys, last, rec, young)
         self.count += len(keys)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """Slot of each (non-zero) key, -1 when absent."""
-        return kernels.find(self.keys, keys, self.bits)
+        return kernels.find(self.keys, keys)
 
     def insert(self, keys: np.ndarray) -> np.ndarray:
-        """Slots for distinct keys known to be absent (the caller keeps the load under 1/2)."""
+        """Slots for distinct keys known to be absent (the caller keeps them within
+        capacity)."""
         return self.locate(keys)[0]
 
     def locate(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Slot of each distinct non-zero key, inserting the absent ones (the caller keeps the
-        load under 1/2), and which were absent."""
-        out, absent = kernels.locate(self.keys, keys, self.bits)
+        """Slot of each distinct non-zero key, inserting the absent ones (the caller keeps them
+        within capacity), and which were absent."""
+        out, absent = kernels.locate(self.keys, keys)
         self.count += int(absent.sum())
         return out, absent
 
     def reserve(self, extra: int, now: float, memory_s: float, max_seen: int,
                 force: bool = False) -> bool:
-        """Room for ``extra`` new keys at load <= 1/2: drop the dead (unseen within
-        ``memory_s`` of ``now``) and, over ``max_seen``, the least recently seen; grow if need
-        be. Whether the table was rebuilt."""
-        if 2 * (self.count + extra) <= len(self.keys) and not force:
+        """Room for ``extra`` new keys (at most ``2 ** (bits - 1)`` keys in all): drop the dead
+        (unseen within ``memory_s`` of ``now``) and, over ``max_seen``, the least recently seen;
+        grow if need be. Whether the table was rebuilt."""
+        if 2 * (self.count + extra) <= 1 << self.bits and not force:
             return False
         kept = self.slots[(self.keys != 0) & (self.last >= now - memory_s)]
         if len(kept) > max_seen:  # the most recently seen (ties by key: layout-independent)
             kept = kept[np.lexsort((kept["keys"], kept["last"]))[len(kept) - max_seen:]]
-        bits = max(12, int(4 * (len(kept) + extra)).bit_length())  # load < 1/4 after
+        bits = max(12, int(4 * (len(kept) + extra)).bit_length())  # under 2 ** (bits - 2) after
         self._alloc(bits)
         self.count = 0
         self._put(*(kept[f] for f in self._FIELDS))

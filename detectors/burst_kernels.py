@@ -10,13 +10,15 @@ first in a loop of independent loads, so that the cache misses overlap); of the 
 that promote a single or adopt into a young n-gram, decided in text order as the detector's
 rule has it (the Python loop applies them).
 
-The table is open addressing with linear probing: the slot of key ``k`` is
-``(k * MIX) >> (64 - bits)`` (64-bit wrap-around product), key 0 marks an empty slot.
+The table is open addressing with linear probing over any number ``m`` of slots (the seen
+table has 3/4 of a power of two: its load at most 2/3): the home slot of key ``k`` is
+``h * m >> 32``, ``h`` the top 32 bits of the 64-bit wrap-around product ``k * MIX``; key 0
+marks an empty slot.
 
 >>> import numpy as np
->>> keys = np.zeros(16, np.uint64)
->>> slots, absent = locate(keys, np.array([7, 9, 7 + 16], np.uint64), 4)
->>> absent.tolist(), bool((find(keys, np.array([9, 5], np.uint64), 4) == [slots[1], -1]).all())
+>>> keys = np.zeros(12, np.uint64)
+>>> slots, absent = locate(keys, np.array([7, 9, 7 + 16], np.uint64))
+>>> absent.tolist(), bool((find(keys, np.array([9, 5], np.uint64)) == [slots[1], -1]).all())
 ([True, True, True], True)
 """
 
@@ -36,12 +38,18 @@ def _home(k: np.uint64, shift: np.uint64) -> int:
     return np.int64((k * MIX) >> shift)
 
 
+@numba.njit(cache=True, inline="always")
+def _at(k: np.uint64, m: np.uint64) -> int:
+    """Home slot of key ``k`` in a table of ``m`` (< 2 ** 32) slots."""
+    return np.int64((((k * MIX) >> np.uint64(32)) * m) >> np.uint64(32))
+
+
 @numba.njit(cache=True)
-def _slot(table: np.ndarray, k: np.uint64, bits: int) -> tuple[int, bool]:
-    """Slot of key ``k``, inserted when absent (the caller keeps the load under 1/2), and
-    whether it was absent."""
-    mask = (np.int64(1) << bits) - 1
-    s = _home(k, np.uint64(64 - bits))
+def _slot(table: np.ndarray, k: np.uint64) -> tuple[int, bool]:
+    """Slot of key ``k``, inserted when absent (the caller keeps a free slot), and whether it
+    was absent."""
+    m = len(table)
+    s = _at(k, np.uint64(m))
     while True:
         got = table[s]
         if got == k:
@@ -49,28 +57,29 @@ def _slot(table: np.ndarray, k: np.uint64, bits: int) -> tuple[int, bool]:
         if got == 0:
             table[s] = k
             return s, True
-        s = (s + 1) & mask
+        s += 1
+        if s == m:
+            s = 0
 
 
-@numba.njit([(U64_A, U64, INT)], cache=True)
-def locate(table: np.ndarray, keys: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+@numba.njit([(U64_A, U64)], cache=True)
+def locate(table: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Slot of each distinct non-zero key, inserting the absent ones, and which were absent."""
     out = np.empty(len(keys), np.int64)
     absent = np.zeros(len(keys), np.bool_)
     for j in range(len(keys)):
-        out[j], absent[j] = _slot(table, keys[j], bits)
+        out[j], absent[j] = _slot(table, keys[j])
     return out, absent
 
 
-@numba.njit([(U64_A, U64, INT)], cache=True)
-def find(table: np.ndarray, keys: np.ndarray, bits: int) -> np.ndarray:
+@numba.njit([(U64_A, U64)], cache=True)
+def find(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Slot of each non-zero key, -1 when absent."""
-    mask = (np.int64(1) << bits) - 1
-    shift = np.uint64(64 - bits)
+    m = len(table)
     out = np.full(len(keys), -1, np.int64)
     for j in range(len(keys)):
         k = keys[j]
-        s = _home(k, shift)
+        s = _at(k, np.uint64(m))
         while True:
             got = table[s]
             if got == k:
@@ -78,17 +87,19 @@ def find(table: np.ndarray, keys: np.ndarray, bits: int) -> np.ndarray:
                 break
             if got == 0:
                 break
-            s = (s + 1) & mask
+            s += 1
+            if s == m:
+                s = 0
     return out
 
 
-@numba.njit([(U64_A, F64_A, I64_A, B1_A, INT, U64_A, F64_A, I64_A, B1_A)], cache=True)
-def put(keys: np.ndarray, last: np.ndarray, rec: np.ndarray, young: np.ndarray, bits: int,
+@numba.njit([(U64_A, F64_A, I64_A, B1_A, U64_A, F64_A, I64_A, B1_A)], cache=True)
+def put(keys: np.ndarray, last: np.ndarray, rec: np.ndarray, young: np.ndarray,
         src_keys: np.ndarray, src_last: np.ndarray, src_rec: np.ndarray,
         src_young: np.ndarray) -> None:
     """Insert the distinct keys ``src_keys``, absent from the table, with their fields."""
     for j in range(len(src_keys)):
-        s, _ = _slot(keys, src_keys[j], bits)
+        s, _ = _slot(keys, src_keys[j])
         last[s] = src_last[j]
         rec[s] = src_rec[j]
         young[s] = src_young[j]
@@ -111,8 +122,9 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
           arr_base: int, max_age_s: float, orphans: np.ndarray) -> tuple[
               int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
               np.ndarray]:
-    """One batch against the seen table (``keys``, ``last``, ``rec``, ``young``: 2 ** ``bits``
-    slots, ``count`` used), as one text at a time in order would.
+    """One batch against the seen table (``keys``, ``last``, ``rec``, ``young``: ``count``
+    keys held, 2 ** ``bits`` their capacity, of which the table holds 3/4 as slots), as one
+    text at a time in order would.
 
     The batch: text after text, ``lens`` n-grams each, its time, warm-up flag, author number
     (``authors``: that of the records, -2 for an author without one, -1 for none), author
@@ -141,8 +153,8 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
 
     Returns (distinct n-grams of the batch, keys inserted, texts that gave births, and the
     actions in text order: key, whether a promotion (else an adoption), text, position,
-    record). When the distinct n-grams would take the load over 1/2, nothing is done
-    (inserted -1): the caller makes room and calls again."""
+    record). When the distinct n-grams would take the keys over half the capacity, nothing is
+    done (inserted -1): the caller makes room and calls again."""
     n = lens.sum()
     lbits = 4
     while (1 << lbits) < 2 * n:
@@ -205,11 +217,11 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
     # every home slot read first, in a loop of independent loads (the table is far larger
     # than the cache: the misses overlap), then probed from the cache; a key at its home is
     # found there with its young flag (nothing is removed here, and no flag changes)
-    shift = np.uint64(64 - bits)
+    m = np.uint64(len(keys))
     home_key = np.empty(n_grp, np.uint64)
     home_young = np.empty(n_grp, np.bool_)
     for g in range(n_grp):
-        s = _home(grp_key[g], shift)
+        s = _at(grp_key[g], m)
         grp_slot[g] = s
         home_key[g] = keys[s]
         home_young[g] = young[s]
@@ -219,7 +231,7 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
             s, absent = grp_slot[g], False
             grp_young[g] = home_young[g]
         else:
-            s, absent = _slot(keys, grp_key[g], bits)
+            s, absent = _slot(keys, grp_key[g])
             grp_slot[g] = s
             grp_young[g] = young[s]
         i = occ_text[grp_first[g]]
