@@ -107,10 +107,27 @@ class SupernodeConfig:
 class _Snap:
     t: float
     n_agents: int
-    shares: dict[str, float]
-    ranks: dict[str, int]
+    top: list[tuple[float, str]]  # the tracked agents by rank: (-PageRank, name)
+    total: float  # the PageRank's sum (shares are PageRank / total)
     supernodes: frozenset[str]
     full: bool  # its graph covered a whole window (a warming-up graph is no baseline)
+    _shares: dict[str, float] | None = None
+    _ranks: dict[str, int] | None = None
+
+    @property
+    def shares(self) -> dict[str, float]:
+        """The tracked agents' shares by rank (made on the first read: most snapshots are
+        only ever read for their top few)."""
+        if self._shares is None:
+            total = self.total
+            self._shares = {a: -v / total for v, a in self.top}
+        return self._shares
+
+    @property
+    def ranks(self) -> dict[str, int]:
+        if self._ranks is None:
+            self._ranks = {a: i + 1 for i, (_, a) in enumerate(self.top)}
+        return self._ranks
 
 
 class SupernodeDetector:
@@ -167,9 +184,21 @@ class SupernodeDetector:
         if self._first_t is None:
             self._first_t = t
         slot = self._slot.get((source, target))
-        if slot is None:
-            slot = self._new_slot(source, target)
-        self._w[slot] += 1
+        if slot is None:  # a new pair in the window: a slot (the last freed, else a new one)
+            u, v = self._node_of(source), self._node_of(target)
+            if self._free_slots:
+                slot = self._free_slots.pop()
+                self._src[slot], self._dst[slot] = u, v
+                self._w[slot] = 1
+            else:
+                slot = len(self._w)
+                self._src.append(u)
+                self._dst.append(v)
+                self._w.append(1)
+            self._slot[source, target] = slot
+            self._repliers[v] += 1
+        else:
+            self._w[slot] += 1
         thread = (target, event.post_id)
         n = self._thread_n.get(thread, 0) + 1
         self._thread_n[thread] = n
@@ -182,11 +211,24 @@ class SupernodeDetector:
         cutoff = now - self.cfg.graph_window_s
         edges = self._edges
         w, counts, bar = self._w, self._thread_n, self._bar
+        degree, node, free_nodes = self._degree, self._node, self._free_nodes
         while edges and edges[0][0] < cutoff:
             _, slot, thread, source = edges.popleft()
             w[slot] -= 1
-            if not w[slot]:
-                self._free_slot(source, thread[0], slot)
+            if not w[slot]:  # the pair left the window: its slot, then unused nodes, freed
+                target = thread[0]
+                del self._slot[source, target]
+                self._free_slots.append(slot)
+                u, v = self._src[slot], self._dst[slot]
+                self._repliers[v] -= 1
+                degree[u] -= 1
+                if not degree[u]:
+                    del node[source]
+                    free_nodes.append(u)
+                degree[v] -= 1
+                if not degree[v]:
+                    del node[target]
+                    free_nodes.append(v)
             n = counts[thread] - 1
             if n:
                 counts[thread] = n
@@ -215,30 +257,6 @@ class SupernodeDetector:
         self._degree[i] += 1
         return i
 
-    def _new_slot(self, source: str, target: str) -> int:
-        u, v = self._node_of(source), self._node_of(target)
-        if self._free_slots:
-            slot = self._free_slots.pop()
-            self._src[slot], self._dst[slot] = u, v
-        else:
-            slot = len(self._w)
-            self._src.append(u)
-            self._dst.append(v)
-            self._w.append(0)
-        self._slot[source, target] = slot
-        self._repliers[v] += 1
-        return slot
-
-    def _free_slot(self, source: str, target: str, slot: int) -> None:
-        del self._slot[source, target]
-        self._free_slots.append(slot)
-        self._repliers[self._dst[slot]] -= 1
-        for name, i in ((source, self._src[slot]), (target, self._dst[slot])):
-            self._degree[i] -= 1
-            if not self._degree[i]:
-                del self._node[name]
-                self._free_nodes.append(i)
-
     def _observe_pagerank(self, now: float, nodes: np.ndarray, p: np.ndarray) -> None:
         """One PageRank vector, ``p[i]`` that of node ``nodes[i]`` (any scale: it is
         normalised to shares)."""
@@ -253,20 +271,12 @@ class SupernodeDetector:
         tracked = self.cfg.max_agents_tracked
         m = min(len(p), max(tracked, k))
         # the top m (and every agent tied with the m-th), ordered by rank then name (names are
-        # distinct: the node index never decides): a stable NumPy sort by value, then each run
-        # of tied values by name
+        # distinct: the node index never decides): one sort of (-PageRank, name)
         head = np.flatnonzero(p >= desc[m - 1])
-        values = -p[head]
-        by_value = np.argsort(values, kind="stable")
-        values = values[by_value]
         names = self._names
-        order = list(zip(values.tolist(), [names[i] for i in nodes[head[by_value]].tolist()],
-                         strict=True))
-        tied = np.flatnonzero(values[1:] == values[:-1])
-        for lo, hi in _runs(tied.tolist()):
-            order[lo:hi] = sorted(order[lo:hi])
-        shares = {a: -v / total for v, a in order[:tracked]}
-        self._snaps.append(_Snap(now, len(p), shares, {a: i + 1 for i, a in enumerate(shares)},
+        order = sorted(zip((-p[head]).tolist(), [names[i] for i in nodes[head].tolist()],
+                           strict=True))
+        self._snaps.append(_Snap(now, len(p), order[:tracked], total,
                                  frozenset(a for _, a in order[:k]),
                                  now - self._first_t >= self.cfg.graph_window_s))
 
@@ -287,7 +297,7 @@ class SupernodeDetector:
         last = snaps[-1]
         # in name order: the findings' order must not hang on a set's, which the string hash
         # seed sets per process (live workers and the replay run in different processes)
-        reach = self._reach(sorted({*last.supernodes, *list(last.shares)[:5]}))
+        reach = self._reach(sorted({*last.supernodes, *(a for _, a in last.top[:5])}))
         bar = self.reach_bar()
         base = [s for s in snaps[: -(self._gap + cfg.persist)] if s.full]
         out: list[Finding] = []
@@ -406,15 +416,3 @@ class SupernodeDetector:
                    kind="counter", help="Comments without an author (no interaction edge) seen "
                                         "by the super-node detector"),
         ])
-
-
-def _runs(tied: list[int]) -> list[tuple[int, int]]:
-    """The [lo, hi) runs of equal neighbours, from the positions i where value i equals value
-    i + 1 (ascending)."""
-    runs: list[tuple[int, int]] = []
-    for i in tied:
-        if runs and runs[-1][1] == i + 1:
-            runs[-1] = (runs[-1][0], i + 2)
-        else:
-            runs.append((i, i + 2))
-    return runs
