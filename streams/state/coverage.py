@@ -77,7 +77,7 @@ class _Post:
     count: int = 0
     observed: float = -math.inf  # observed_at of ``count``
     seen: int = 0
-    last: float = -math.inf  # latest comment time (ages out a post-less entry)
+    last: float = -math.inf  # latest comment time while post-less (ages such an entry out)
 
     def key(self) -> float:
         """When the record ages out: ``horizon_s`` after this."""
@@ -128,10 +128,10 @@ class CoverageState:
             if post is None:
                 post = self._posts[pid] = _Post(created=None, last=t)
                 heapq.heappush(self._ages, (t, pid))
-            if t > post.last:
-                post.last = t
             created = post.created
-            if created is None:
+            if created is None:  # (only a post-less entry ages out by its latest comment)
+                if t > post.last:
+                    post.last = t
                 post.seen += 1
                 self._orphans_live += 1
             else:  # the change of the post's figures, written out (the hot path)
