@@ -40,10 +40,10 @@ frozen thread, and events at or before ``now - horizon`` of a thread not live (`
 last expire), count in ``cooperation_late_events_total`` and nowhere else (a comment on a post
 more than twice the horizon old, arriving on time, starts a new thread record: it counts as a
 thread of its own day). Memory (measured on 100k real-text events): ~720 bytes per live
-thread (its heap entry and participants included), ~100 per remembered frozen id, 3 integers a day for the last
-``days_kept`` days (older days fold into the totals), and the ``shown`` most recent
-cooperation threads as small dicts: after ``expire`` it depends on the last two horizons of
-threads, not on the length of the stream.
+thread (its heap entry and participants included), ~100 per remembered frozen id, 3 integers
+a day for the last ``days_kept`` days (older days fold into the totals), and the ``shown``
+most recent cooperation threads as small dicts: after ``expire`` it depends on the last two
+horizons of threads, not on the length of the stream.
 
 >>> from datetime import datetime, timedelta, timezone
 >>> from streams.events import CommentEvent, PostEvent
