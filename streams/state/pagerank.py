@@ -623,7 +623,9 @@ class InfluenceEngine:
         for agent, rec in self._persist.items():
             if rec.streak_start is not None and agent not in current:
                 self._end_streak(rec)
-        for agent in current:
+        # in the ranked list's order, not the set's: the history's order (a detail) must not
+        # hang on the process's string hash seed (live workers and the replay differ)
+        for agent in dict.fromkeys(supernodes):
             rec = self._persist.get(agent)
             if rec is None:
                 rec = self._persist[agent] = _Persistence(now, now)

@@ -25,6 +25,7 @@ from streams.state.pagerank import (
 )
 from streams.state.pagerank_kernels import pairwise_sum
 from tests.unit.collective_data import thread_events
+from tests.unit.hashseeds import under_hash_seeds
 
 L1_BOUND = 0.02
 TOP10_BOUND = 0.9
@@ -316,3 +317,27 @@ def test_window_pagerank_by_graph_keys_is_the_one_by_names() -> None:
     slots, units = g.drain_changes()
     by_keys.apply_keys(slots, units, *g.ends(slots), g.agent_names())
     assert by_keys.n_edges == g.window_edges and by_keys.n_nodes > 100
+
+
+def simultaneous_supernode_history() -> list[str]:
+    """The super-node history's agents, in its order, after eight hubs rise in one window."""
+    t0 = datetime(2026, 2, 1, tzinfo=UTC)
+    eng = InfluenceEngine(InfluenceConfig(window=timedelta(minutes=30),
+                                          step=timedelta(minutes=5)))
+    i = 0
+    for k in range(3):
+        t = t0 + k * timedelta(minutes=5)
+        for h in range(8):
+            for j in range(6):
+                i += 1
+                eng.update(Item.of(CommentEvent(id=f"comment:{i}", event_time=t, observed_at=t,
+                                                comment_id=str(i), post_id=f"p{h}",
+                                                author=f"fan{h}-{j}", reply_to=f"hub{h}")))
+        eng.expire((t + timedelta(minutes=1)).timestamp())
+    return list(eng.snapshot().details["supernode_history"])
+
+
+def test_supernode_history_order_does_not_hang_on_the_hash_seed() -> None:
+    # live workers and the replay run in different processes, each with its string hash seed
+    runs = under_hash_seeds("tests.unit.test_pagerank", "simultaneous_supernode_history", 6)
+    assert len(runs) == 1 and len(runs[0]) > 1
