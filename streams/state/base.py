@@ -114,6 +114,23 @@ class Item:
         return cls(event, t, None, None, vector)  # (a pydantic attribute miss is slow)
 
 
+FEW_MEMBERS = 8  # a small set of names held as a tuple (scanned), more as a set
+
+
+def with_member(members: tuple[str, ...] | set[str], name: str) -> tuple[str, ...] | set[str]:
+    """``members`` (a tuple of at most :data:`FEW_MEMBERS`, else a set) with ``name``, which is
+    not among them: the set itself, grown, or a tuple (a tuple of n is 40 + 8n bytes; a set of
+    2 to 4 is 216, of 5 to 18 728), a set past :data:`FEW_MEMBERS`.
+
+    >>> with_member(("a",), "b"), sorted(with_member(tuple("abcdefgh"), "i"))[-1]
+    (('a', 'b'), 'i')
+    """
+    if type(members) is tuple:
+        return (*members, name) if len(members) < FEW_MEMBERS else {*members, name}
+    members.add(name)
+    return members
+
+
 class Engine(Protocol):
     """What the pipeline drives: see the module docstring."""
 

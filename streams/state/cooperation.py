@@ -76,7 +76,7 @@ import numpy as np
 
 from streams.events import CommentEvent, PostEvent
 from streams.state import cooperation_kernels
-from streams.state.base import Item, Sample, Snapshot
+from streams.state.base import Item, Sample, Snapshot, with_member
 
 #: The public code's list (rq3_collaboration.py), matched as lower-cased substrings.
 TECHNICAL_KEYWORDS: tuple[str, ...] = (
@@ -179,9 +179,6 @@ class CooperationConfig:
     days_kept: int = 400
 
 
-_FEW = 8  # participants held in a tuple (scanned), more in a set
-
-
 @dataclass(slots=True)
 class _Thread:
     first: float  # earliest event (post or comment)
@@ -190,8 +187,8 @@ class _Thread:
     posted: bool = False
     technical: bool = False
     comments: int = 0
-    # the participants: one as itself (most threads have one), a tuple from the second, a
-    # set past _FEW (a tuple of n is 40 + 8n bytes, a set of 2 to 4 is 216, of 5 to 18 728)
+    # the participants: one as itself (most threads have one), then a tuple, past a few
+    # a set (base.with_member)
     agents: str | tuple[str, ...] | set[str] | None = None
     # the solution: the latest comment with a backtick (``code``), else the latest comment,
     # by (time, comment id); its score. Once a comment with a backtick is seen, the latest
@@ -320,11 +317,8 @@ class CooperationEngine:
             elif type(agents) is str:
                 if agents != author:
                     th.agents = (agents, author)
-            elif type(agents) is tuple:
-                if author not in agents:
-                    th.agents = (*agents, author) if len(agents) < _FEW else {*agents, author}
-            else:
-                agents.add(author)
+            elif author not in agents:
+                th.agents = with_member(agents, author)
         low: str | None = None  # the text folded (or lower-cased), made once, only if read
         if kind is CommentEvent:
             text = event.content

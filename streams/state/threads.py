@@ -63,7 +63,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from streams.events import CommentEvent, PostEvent, VoteEvent
-from streams.state.base import Item, Sample, Snapshot
+from streams.state.base import Item, Sample, Snapshot, with_member
 
 DEFAULT_BUCKETS = (0, 1, 5, 20, 100)
 
@@ -164,17 +164,6 @@ def _bucket_scan(upvotes: int, bounds: tuple[int, ...], labels: list[str]) -> st
 _Contrib = tuple[str, int | None, int, int, int, int, int, str | None, int]
 
 
-_FEW = 8  # repliers held in a tuple (scanned), more in a set
-
-
-def _with(reps: tuple[str, ...] | set[str], author: str) -> tuple[str, ...] | set[str]:
-    """The repliers with a new one (not among them): the set itself, grown, or a tuple."""
-    if type(reps) is tuple:
-        return (*reps, author) if len(reps) < _FEW else {*reps, author}
-    reps.add(author)
-    return reps
-
-
 @dataclass(slots=True)
 class _Thread:
     created: float | None = None
@@ -182,8 +171,8 @@ class _Thread:
     upvotes: int = 0
     comments: int = 0
     max_depth: int = 0
-    # the distinct repliers: none (many posts), one as itself, a tuple from the second, a set
-    # past _FEW (a tuple of n is 40 + 8n bytes, a set of 2 to 4 is 216, of 5 to 18 728)
+    # the distinct repliers: none (many posts), one as itself, then a tuple,
+    # past a few a set (base.with_member)
     repliers: str | tuple[str, ...] | set[str] | None = None
     first_comment: float | None = None
     verdict: tuple[str, bool] | None = None  # (bucket at horizon, uncommented)
@@ -371,7 +360,7 @@ class ThreadsEngine:
                     th.repliers = (reps, author)
                     repliers = int(author != th.author)
             elif author not in reps:
-                th.repliers = _with(reps, author)
+                th.repliers = with_member(reps, author)
                 repliers = int(author != th.author)
         first = th.first_comment
         if first is None or t < first:
@@ -400,7 +389,7 @@ class ThreadsEngine:
         elif author in reps:
             return False
         else:
-            th.repliers = _with(reps, author)
+            th.repliers = with_member(reps, author)
         return True
 
     def _due_upvotes(self, th: _Thread, t: float, upvotes: int) -> None:
