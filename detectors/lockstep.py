@@ -69,7 +69,7 @@ from typing import Any
 from detectors.alert import Finding, Severity
 from detectors.evidence import Sighting, build_evidence
 from streams.events import CommentEvent
-from streams.state.base import Item, Sample, Snapshot
+from streams.state.base import Item, Record, Sample, Snapshot
 
 Pair = tuple[str, str]  # (leader, follower)
 
@@ -100,7 +100,7 @@ class LockstepConfig:
 
 
 @dataclass(slots=True, eq=False)  # identity: ``remove`` finds this very act
-class _Act:
+class _Act(Record):
     t: float
     key: str  # comment id: ties in time are ordered by it
     agent: str

@@ -131,6 +131,29 @@ def with_member(members: tuple[str, ...] | set[str], name: str) -> tuple[str, ..
     return members
 
 
+class Record:
+    """Base of a slotted dataclass an engine keeps by the thousand (a thread, a post, an act):
+    pickled as its class and its fields' values in one tuple. By default a slotted object
+    pickles as ``(None, {field: value})``, and the pickler's memo holds each such transient
+    pair until the dump ends: on a peak day's state that was most of what a checkpoint held
+    beside the state. Every field must be an ``__init__`` parameter, in order (the dataclass
+    default), and ``__init__`` must only assign them.
+
+    >>> import copy
+    >>> @dataclass(slots=True)
+    ... class Pair(Record):
+    ...     a: int
+    ...     b: str = "x"
+    >>> Pair(2).__reduce__()[1], copy.copy(Pair(1, "y"))
+    ((2, 'x'), Pair(a=1, b='y'))
+    """
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return type(self), tuple([getattr(self, f) for f in self.__slots__])  # type: ignore[attr-defined]
+
+
 class Engine(Protocol):
     """What the pipeline drives: see the module docstring."""
 

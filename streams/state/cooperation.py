@@ -76,7 +76,7 @@ import numpy as np
 
 from streams.events import CommentEvent, PostEvent
 from streams.state import cooperation_kernels
-from streams.state.base import Item, Sample, Snapshot, with_member
+from streams.state.base import Item, Record, Sample, Snapshot, with_member
 
 #: The public code's list (rq3_collaboration.py), matched as lower-cased substrings.
 TECHNICAL_KEYWORDS: tuple[str, ...] = (
@@ -180,7 +180,7 @@ class CooperationConfig:
 
 
 @dataclass(slots=True)
-class _Thread:
+class _Thread(Record):
     first: float  # earliest event (post or comment)
     last: float  # latest event
     title: str = ""

@@ -53,7 +53,7 @@ from operator import add, sub
 from typing import Any, ClassVar
 
 from streams.events import CommentEvent, PostEvent
-from streams.state.base import Item, Sample, Snapshot
+from streams.state.base import Item, Record, Sample, Snapshot
 
 DAY = 86_400.0
 # the figures of a set of posts, in this order
@@ -72,7 +72,7 @@ class CoverageConfig:
 
 
 @dataclass(slots=True)
-class _Post:
+class _Post(Record):
     created: float | None  # None: comments came, the post event did not (yet)
     count: int = 0
     observed: float = -math.inf  # observed_at of ``count``

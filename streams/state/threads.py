@@ -63,7 +63,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from streams.events import CommentEvent, PostEvent, VoteEvent
-from streams.state.base import Item, Sample, Snapshot, with_member
+from streams.state.base import Item, Record, Sample, Snapshot, with_member
 
 DEFAULT_BUCKETS = (0, 1, 5, 20, 100)
 
@@ -165,7 +165,7 @@ _Contrib = tuple[str, int | None, int, int, int, int, int, str | None, int]
 
 
 @dataclass(slots=True)
-class _Thread:
+class _Thread(Record):
     created: float | None = None
     author: str | None = None
     upvotes: int = 0
