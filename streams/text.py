@@ -207,17 +207,18 @@ def ngram_text(tokens: list[str], n: int, start: int) -> str:
 
 class Text:
     """The tokens of one text and the views engines read, each computed at most once:
-    :meth:`of` scans the text once (compiled), one cache look-up a token giving the tokens,
-    their ids, the word tokens and the words' lengths and all-letter mask; the n-grams of
-    lengths 2..MAX_N of all tokens and of the words come together on the first
+    :meth:`of` scans the text once (compiled), one cache look-up a token giving the token
+    ids, the word tokens' ids, lengths and all-letter mask; the token and word strings are
+    gathered from the cache only when an engine reads them (most read ids only); the n-grams
+    of lengths 2..MAX_N of all tokens and of the words come together on the first
     :meth:`ngram_ids` (one compiled pass over both sequences), :meth:`word_ngram_ids` alone
     chains only the lengths it needs."""
 
-    __slots__ = ("tokens", "_ids", "_mask", "_words", "_word_ids", "_word_lens", "_word_alpha",
-                 "_grams", "_word_grams")
+    __slots__ = ("_tokens", "_ids", "_mask", "_words", "_word_ids", "_word_lens", "_word_alpha",
+                 "_grams", "_word_grams", "_rows", "_word_rows", "_vocab")
 
     def __init__(self, tokens: list[str]) -> None:
-        self.tokens = tokens
+        self._tokens: list[str] | None = tokens
         self._ids: np.ndarray | None = None
         self._mask: np.ndarray | None = None
         self._words: list[str] | None = None
@@ -226,18 +227,33 @@ class Text:
         self._word_alpha: np.ndarray | None = None
         self._grams: dict[int, np.ndarray] = {}
         self._word_grams: dict[int, np.ndarray] = {}
+        # the cache rows of the tokens and of the words (of :meth:`of`), and that cache: the
+        # strings are gathered from it when first read (the cache object stays valid for
+        # this text even once a full cache is replaced)
+        self._rows: np.ndarray | None = None
+        self._word_rows: np.ndarray | None = None
+        self._vocab: _Vocab | None = None
 
     @classmethod
     def of(cls, text: str) -> Text:
-        """The text tokenised, its token ids, word tokens and their ids, lengths and letter
-        mask resolved at once (one compiled scan, then one gather of the cache a view)."""
+        """The text tokenised: its token ids, its word tokens' ids, lengths and letter mask
+        resolved at once (one compiled scan, then gathers of the cache), the strings kept as
+        cache rows until read."""
         rows, word_rows, v = _scan(text.lower())
         t = _new(cls)  # each slot set once, here (no __init__ setting them first)
-        t.tokens, t._ids, t._mask = v.strs[rows].tolist(), v.tid[rows].view(np.uint64), None
-        t._words, t._word_ids = v.strs[word_rows].tolist(), v.tid[word_rows].view(np.uint64)
+        t._tokens = t._words = t._mask = None
+        t._ids, t._word_ids = v.tid[rows].view(np.uint64), v.tid[word_rows].view(np.uint64)
         t._word_lens, t._word_alpha = v.nchars[word_rows], v.isalpha[word_rows]
+        t._rows, t._word_rows, t._vocab = rows.copy(), word_rows.copy(), v
         t._grams, t._word_grams = {}, {}
         return t
+
+    @property
+    def tokens(self) -> list[str]:
+        """Every token, punctuation runs included, in text order."""
+        if self._tokens is None:
+            self._tokens = self._vocab.strs[self._rows].tolist()  # type: ignore[union-attr]
+        return self._tokens  # type: ignore[return-value]
 
     def _resolve(self) -> None:
         self._set(*_rows(self.tokens))
@@ -261,10 +277,13 @@ class Text:
     def words(self) -> list[str]:
         """The word tokens (punctuation runs left out)."""
         if self._words is None:
-            if self._mask is None:
-                self._resolve()
-            self._words = list(compress(self.tokens, self._mask.tolist()))  # type: ignore[union-attr]
-        return self._words
+            if self._word_rows is not None:
+                self._words = self._vocab.strs[self._word_rows].tolist()  # type: ignore[union-attr]
+            else:
+                if self._mask is None:
+                    self._resolve()
+                self._words = list(compress(self.tokens, self._mask.tolist()))  # type: ignore[union-attr]
+        return self._words  # type: ignore[return-value]
 
     @property
     def word_ids(self) -> np.ndarray:
@@ -291,13 +310,16 @@ class Text:
         self._word_lens, self._word_alpha = v.nchars[rows], v.isalpha[rows]
 
     def __getstate__(self) -> tuple[None, dict[str, object]]:
-        """The slots but the words' lengths and letter mask (remade from the words when read):
-        a pickled text (a detector's checkpoint holds some) is as before they existed."""
-        return None, {k: getattr(self, k) for k in self.__slots__
-                      if k not in ("_word_lens", "_word_alpha") and hasattr(self, k)}
+        """The strings and the ids (a detector's checkpoint holds some texts): the cache rows
+        and the cache are not pickled, nor the words' lengths and letter mask (remade from the
+        words when read)."""
+        state = {k: getattr(self, k) for k in self.__slots__ if k not in _UNPICKLED}
+        state["_tokens"], state["_words"] = self.tokens, self.words  # while the cache is at hand
+        return None, state
 
     def __setstate__(self, state: tuple[None, dict[str, object]]) -> None:
         self._word_lens = self._word_alpha = None
+        self._rows = self._word_rows = self._vocab = None
         for k, value in state[1].items():
             setattr(self, k, value)
 
@@ -334,6 +356,7 @@ class Text:
 
 
 _new = object.__new__
+_UNPICKLED = ("_word_lens", "_word_alpha", "_rows", "_word_rows", "_vocab")
 
 
 def _chained(cache: dict[int, np.ndarray], ids: np.ndarray, n: int) -> np.ndarray:

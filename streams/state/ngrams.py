@@ -443,7 +443,7 @@ class NgramTracker:
             key = h.digest()  # of the post's own text: equal texts, equal tokens
             times = seen.get(key, 0)
             if times >= 2:  # its occurrences: sum of max(0, k - n) over n < max_n, closed
-                k = len(text.tokens)
+                k = len(text.ids)
                 m = min(k, self.max_n)
                 self.occurrences_total += m * k - m * (m - 1) // 2
                 return

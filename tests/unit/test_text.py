@@ -173,6 +173,8 @@ def check_word_views(s: str, t: Text) -> None:
     assert lens.dtype == np.int64 and alpha.dtype == bool
     assert lens.tolist() == [len(w) for w in words], s[:80]
     assert alpha.tolist() == [w.isalpha() for w in words], s[:80]
+    # the strings, gathered on first read from the cache the text was scanned with
+    assert t.words == words and t.tokens == plain_tokens(s), s[:80]
 
 
 def test_word_lengths_and_letter_mask_on_real_texts() -> None:
@@ -193,9 +195,15 @@ def test_pickled_text_holds_the_views_it_held_before_the_word_masks() -> None:
     t.ngram_ids(2)
     state = t.__reduce_ex__(4)[2]
     assert state[0] is None
-    assert list(state[1]) == ["tokens", "_ids", "_mask", "_words", "_word_ids", "_grams",
-                              "_word_grams"]
+    # the strings gathered, not the cache rows nor the cache they index
+    assert sorted(state[1]) == sorted(["_tokens", "_ids", "_mask", "_words", "_word_ids",
+                                       "_grams", "_word_grams"])
     assert t.word_lengths.tolist() == [4, 4, 3, 42]  # (the pickle did not drop them here)
+    back = pickle.loads(pickle.dumps(t))
+    assert back.tokens == ["mint", "$", "claw", "now", "0x" + "ab" * 20]
+    assert back.words == ["mint", "claw", "now", "0x" + "ab" * 20]
+    assert back.word_lengths.tolist() == [4, 4, 3, 42]
+    assert back.ids.tolist() == t.ids.tolist()
 
 
 def test_word_views_across_cache_clears(monkeypatch: pytest.MonkeyPatch) -> None:
