@@ -77,16 +77,16 @@ class _Vocab:
         self.isword = np.zeros(capacity, bool)
         self.nchars = np.zeros(capacity, np.int64)
         self.isalpha = np.zeros(capacity, bool)
-        self.hashes = np.zeros(capacity, np.uint64)
         self.starts = np.zeros(capacity, np.int64)
         self.lens = np.zeros(capacity, np.int64)
         self.chars = np.zeros(capacity * 8, np.uint8)
         self.used = 0  # bytes of ``chars`` taken
-        self.slots = np.zeros(capacity * 2, np.int64)  # row + 1 (0: empty), at most half full
-        self.scanned = self.table() + (self.isword,)  # what the scan reads, made once a growth
+        # the hash table (two words a slot: :mod:`streams.textscan`), at most half full
+        self.slots = np.zeros(2 * (capacity * 2), np.uint64)
+        self.scanned = self.table()  # what the scan reads, made once a growth
 
     def table(self) -> tuple[np.ndarray, ...]:
-        return self.slots, self.hashes, self.starts, self.lens, self.chars
+        return self.slots, self.starts, self.lens, self.chars
 
     def add(self, tokens: list[str]) -> None:
         """Add distinct tokens the cache does not hold."""
@@ -96,8 +96,7 @@ class _Vocab:
         size = sum(map(len, encoded))
         if r1 > len(self.tid):
             grow = max(r1, 2 * len(self.tid)) - len(self.tid)
-            for name in ("strs", "tid", "isword", "nchars", "isalpha", "hashes", "starts",
-                         "lens"):
+            for name in ("strs", "tid", "isword", "nchars", "isalpha", "starts", "lens"):
                 a = getattr(self, name)
                 setattr(self, name, np.concatenate((a, np.zeros(grow, a.dtype))))
         if self.used + size > len(self.chars):
@@ -112,11 +111,11 @@ class _Vocab:
             self.chars[self.used:self.used + len(b)] = np.frombuffer(b, np.uint8)
             self.used += len(b)
         self.strs[r0:r1] = tokens
-        if 2 * r1 > len(self.slots):  # rehash every row into a table at most half full
-            self.slots = np.zeros(1 << (2 * r1 - 1).bit_length(), np.int64)
+        if 2 * r1 > len(self.slots) // 2:  # rehash every row into a table at most half full
+            self.slots = np.zeros(2 << (2 * r1 - 1).bit_length(), np.uint64)
             r0 = 0
-        textscan.index(*self.table(), r0, r1)
-        self.scanned = self.table() + (self.isword,)
+        textscan.index(self.slots, self.starts, self.lens, self.chars, self.isword, r0, r1)
+        self.scanned = self.table()
 
 
 _vocab = _Vocab()

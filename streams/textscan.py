@@ -6,8 +6,13 @@ A token is a maximal run of word characters or a maximal run of punctuation char
 :mod:`streams.text` classifies it with the regular expression's own ``\\w`` and ``\\s``) is read
 from a table indexed by code point. The cache keeps each distinct token's UTF-8 bytes in one
 flat array and finds a token's row by an FNV-1a hash of its bytes in an open-addressing table
-(``slots``: row + 1, 0 empty; linear probing), the bytes compared in full: a row is only ever
-found for the very same token. A URL (``(?:https?://|www\\.)\\S+``, the rule's) is skipped
+(linear probing) whose slot is two words: a tag (row + 1 in bits 0-31, 0 empty; the length in
+bytes, capped at 255, in bits 32-39; whether the token is a word in bit 40; the hash's top 23
+bits above) and the token's first 8 bytes (little-endian, zero-padded). A token of at most 8
+bytes is thus found and compared within its slot, one memory access (the look-up of every
+token of every text, against a cache the engines' state keeps pushing out of the CPU's
+caches); a longer one compares the rest of its bytes in ``chars``: a row is only ever found
+for the very same token. A URL (``(?:https?://|www\\.)\\S+``, the rule's) is skipped
 where it starts, even inside a run, exactly as replacing it by a space before the scan would.
 Every array is plain NumPy, owned and grown by :mod:`streams.text`.
 
@@ -33,6 +38,12 @@ SPACE, WORD, PUNCT, UNKNOWN = 0, 1, 2, 3
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 K = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier of the n-grams' rolling hash
+# a slot's tag (module doc): row + 1, length, word bit, the hash's top bits
+_ROW = np.uint64(0xFFFFFFFF)
+_LEN_SHIFT = np.uint64(32)
+_LEN_CAP = 255
+_WORD_BIT = np.uint64(1 << 40)
+_HASH_MASK = np.uint64(((1 << 64) - 1) ^ ((1 << 41) - 1))
 
 
 @numba.njit(cache=True)
@@ -87,85 +98,97 @@ def _url_end(data: np.ndarray, i: int, cls: np.ndarray) -> int:
 
 
 @numba.njit(cache=True)
-def _token(data: np.ndarray, i: int, cls: np.ndarray) -> tuple[int, int, np.uint64]:
+def _token(data: np.ndarray, i: int, cls: np.ndarray) -> tuple[int, int, np.uint64, np.uint64]:
     """The next token at or after byte ``i``, URLs skipped (a URL ends the token it starts
-    in, as its replacement by a space does): (start, end, hash of its bytes); (n, n, 0) when
-    there is none, and (-1, -1, 0) at a code point not yet classified."""
+    in, as its replacement by a space does): (start, end, hash of its bytes, its first 8 bytes
+    packed); (n, n, ...) when there is none, and (-1, -1, ...) at a code point not yet
+    classified."""
     n = len(data)
     while i < n:
         if data[i] == 104 or data[i] == 119:  # "h" or "w": maybe a URL
             e = _url_end(data, i, cls)
             if e < 0:
-                return -1, -1, _FNV_OFFSET
+                return -1, -1, _FNV_OFFSET, np.uint64(0)
             if e > i:
                 i = e
                 continue
         c, w = _char(data, i)
         kind = cls[c]
         if kind == UNKNOWN:
-            return -1, -1, _FNV_OFFSET
+            return -1, -1, _FNV_OFFSET, np.uint64(0)
         if kind != SPACE:
             s = i
             h = _FNV_OFFSET
-            while True:  # the run of one class, hashed as it is read
+            head = np.uint64(0)
+            while True:  # the run of one class, hashed and its head packed as it is read
                 for j in range(i, i + w):
                     h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+                    if j - s < 8:
+                        head |= np.uint64(data[j]) << np.uint64(8 * (j - s))
                 i += w
                 if i == n:
                     break
                 if data[i] == 104 or data[i] == 119:
                     e = _url_end(data, i, cls)
                     if e < 0:
-                        return -1, -1, _FNV_OFFSET
+                        return -1, -1, _FNV_OFFSET, np.uint64(0)
                     if e > i:
                         break
                 c, w = _char(data, i)
                 k = cls[c]
                 if k == UNKNOWN:
-                    return -1, -1, _FNV_OFFSET
+                    return -1, -1, _FNV_OFFSET, np.uint64(0)
                 if k != kind:
                     break
-            return s, i, h
+            return s, i, h, head
         i += w
-    return n, n, _FNV_OFFSET
+    return n, n, _FNV_OFFSET, np.uint64(0)
 
 
 @numba.njit(cache=True)
-def _hash(data: np.ndarray, s: int, e: int) -> np.uint64:
+def _hash(data: np.ndarray, s: int, e: int) -> tuple[np.uint64, np.uint64]:
+    """The hash of ``data[s:e]`` and its first 8 bytes packed (as :func:`_token` has them)."""
     h = _FNV_OFFSET
+    head = np.uint64(0)
     for i in range(s, e):
         h = (h ^ np.uint64(data[i])) * _FNV_PRIME
-    return h
+        if i - s < 8:
+            head |= np.uint64(data[i]) << np.uint64(8 * (i - s))
+    return h, head
 
 
 @numba.njit(cache=True)
-def _find(data: np.ndarray, s: int, e: int, h: np.uint64, slots: np.ndarray,
-          hashes: np.ndarray, starts: np.ndarray, lens: np.ndarray, chars: np.ndarray) -> int:
-    """The row of the token ``data[s:e]`` of hash ``h``, -1 if the cache does not hold it."""
-    mask = len(slots) - 1
+def _find(data: np.ndarray, s: int, e: int, h: np.uint64, head: np.uint64, slots: np.ndarray,
+          starts: np.ndarray, lens: np.ndarray, chars: np.ndarray) -> tuple[int, bool]:
+    """The row of the token ``data[s:e]`` (hash ``h``, first bytes ``head``), -1 if the cache
+    does not hold it, and whether it is a word token."""
+    mask = (len(slots) >> 1) - 1
     i = np.int64(h & np.uint64(mask))
     n = e - s
+    want = (h & _HASH_MASK) | (np.uint64(min(n, _LEN_CAP)) << _LEN_SHIFT)
     while True:
-        v = slots[i]
-        if v == 0:
-            return -1
-        r = v - 1
-        if hashes[r] == h and lens[r] == n:
-            a = starts[r]
-            j = 0
-            while j < n and chars[a + j] == data[s + j]:
-                j += 1
-            if j == n:
-                return r
+        tag = slots[2 * i]
+        if tag == 0:
+            return -1, False
+        if (tag & ~(_WORD_BIT | _ROW)) == want and slots[2 * i + 1] == head:
+            r = np.int64(tag & _ROW) - 1
+            if n <= 8:
+                return r, (tag & _WORD_BIT) != 0
+            if lens[r] == n:
+                a = starts[r]
+                j = 8
+                while j < n and chars[a + j] == data[s + j]:
+                    j += 1
+                if j == n:
+                    return r, (tag & _WORD_BIT) != 0
         i = (i + 1) & mask
 
 
-@numba.njit([(U8_RO, U8, I64, U64, I64, I64, U8, B1, I64)], cache=True)
-def scan(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, hashes: np.ndarray,
-         starts: np.ndarray, lens: np.ndarray, chars: np.ndarray, isword: np.ndarray,
-         out: np.ndarray) -> tuple[int, int, int]:
+@numba.njit([(U8_RO, U8, U64, I64, I64, U8, I64)], cache=True)
+def scan(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.ndarray,
+         lens: np.ndarray, chars: np.ndarray, out: np.ndarray) -> tuple[int, int, int]:
     """The cache rows of the tokens of ``data`` (-1: not cached) written to ``out[:k]`` and
-    those of its word tokens (rows whose ``isword`` is set) to ``out[len(data):][:m]`` (``out``
+    those of its word tokens to ``out[len(data):][:m]`` (``out``
     holds ``2 len(data)``: the caller's scratch, so that no array is made here); returns k, m
     and how many rows are missing, or (0, 0, -1) if the text holds a code point not yet
     classified."""
@@ -175,17 +198,17 @@ def scan(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, hashes: np.ndarra
     missing = 0
     i = 0
     while True:
-        s, e, h = _token(data, i, cls)
+        s, e, h, head = _token(data, i, cls)
         if s < 0:
             return 0, 0, -1
         if s == e:
             return k, m, missing
-        r = _find(data, s, e, h, slots, hashes, starts, lens, chars)
+        r, word = _find(data, s, e, h, head, slots, starts, lens, chars)
         out[k] = r
         k += 1
         if r < 0:
             missing += 1
-        elif isword[r]:
+        elif word:
             out[n + m] = r
             m += 1
         i = e
@@ -198,7 +221,7 @@ def bounds(data: np.ndarray, cls: np.ndarray) -> np.ndarray:
     k = 0
     i = 0
     while True:
-        s, e, _ = _token(data, i, cls)
+        s, e, _, _ = _token(data, i, cls)
         if s == e:
             return out[:k]
         out[k, 0] = s
@@ -207,35 +230,40 @@ def bounds(data: np.ndarray, cls: np.ndarray) -> np.ndarray:
         i = e
 
 
-@numba.njit([(U8_RO, I64, I64, U64, I64, I64, U8)], cache=True)
-def find_all(data: np.ndarray, ends: np.ndarray, slots: np.ndarray, hashes: np.ndarray,
-             starts: np.ndarray, lens: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
+@numba.njit([(U8_RO, I64, U64, I64, I64, U8)], cache=True)
+def find_all(data: np.ndarray, ends: np.ndarray, slots: np.ndarray, starts: np.ndarray,
+             lens: np.ndarray, chars: np.ndarray) -> tuple[np.ndarray, int]:
     """The rows of the tokens ``data[ends[j - 1]:ends[j]]`` (a given token list, joined), -1
     where not cached, and how many are missing."""
     rows = np.empty(len(ends), np.int64)
     missing = 0
     s = 0
     for j in range(len(ends)):
-        r = _find(data, s, ends[j], _hash(data, s, ends[j]), slots, hashes, starts, lens,
-                  chars)
+        h, head = _hash(data, s, ends[j])
+        r, _ = _find(data, s, ends[j], h, head, slots, starts, lens, chars)
         missing += r < 0
         rows[j] = r
         s = ends[j]
     return rows, missing
 
 
-@numba.njit([(I64, U64, I64, I64, U8, INT, INT)], cache=True)
-def index(slots: np.ndarray, hashes: np.ndarray, starts: np.ndarray, lens: np.ndarray,
-          chars: np.ndarray, r0: int, r1: int) -> None:
-    """Enter rows r0..r1-1 (their bytes already in ``chars``) into the hash table."""
-    mask = len(slots) - 1
+@numba.njit([(U64, I64, I64, U8, B1, INT, INT)], cache=True)
+def index(slots: np.ndarray, starts: np.ndarray, lens: np.ndarray, chars: np.ndarray,
+          isword: np.ndarray, r0: int, r1: int) -> None:
+    """Enter rows r0..r1-1 (their bytes already in ``chars``, ``isword`` set) into the hash
+    table."""
+    mask = (len(slots) >> 1) - 1
     for r in range(r0, r1):
-        h = _hash(chars, starts[r], starts[r] + lens[r])
-        hashes[r] = h
+        h, head = _hash(chars, starts[r], starts[r] + lens[r])
+        tag = ((h & _HASH_MASK) | (np.uint64(min(lens[r], _LEN_CAP)) << _LEN_SHIFT)
+               | np.uint64(r + 1))
+        if isword[r]:
+            tag |= _WORD_BIT
         i = np.int64(h & np.uint64(mask))
-        while slots[i] != 0:
+        while slots[2 * i] != 0:
             i = (i + 1) & mask
-        slots[i] = r + 1
+        slots[2 * i] = tag
+        slots[2 * i + 1] = head
 
 
 @numba.njit([(U64, U64, INT)], cache=True)
