@@ -157,9 +157,13 @@ def live_parts(p: Any) -> dict[str, dict[str, int]]:
     order, each object counted once (the interaction graph with the influence engine that
     feeds it; hazard's cascade engine is the cascades'). Walking stops at the parts
     themselves."""
+    from streams import text
+
     parts = named_parts(p)
     suite = getattr(p, "detectors", None)
-    seen = {id(p), id(suite), *map(id, parts.values())}
+    # the token cache is the process's (bounded by its row limit, reached through any text an
+    # engine holds): the baseline's, as the interpreter is, not a part's state
+    seen = {id(p), id(suite), id(text._vocab), *map(id, parts.values())}
     out: dict[str, dict[str, int]] = {}
     own = {"detector suite (own)": suite, "pipeline (own)": p} if suite is not None else {
         "pipeline (own)": p}
