@@ -145,123 +145,207 @@ def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.
     return found, pos
 
 
+NO_BLOCK = 0xFFFFFFFF  # a free block's link at the end of its class's free list
+
+
 @numba.njit(cache=True, inline="always")
-def _below(g: np.uint64, a: np.uint64, qp: np.uint64, qa: np.uint64, qg: np.uint64,
-           prefix_mask: np.uint64) -> bool:
-    """Entry (id g, agent a) before the query (prefix qp, agent qa, id qg) in store order."""
-    p = g & prefix_mask
-    if p != qp:
-        return p < qp
-    if a != qa:
-        return a < qa
-    return g < qg
-
-
-@numba.njit([(U64, U32, U32, U64, U64, UINT)], cache=True)
-def store_find(sg: np.ndarray, st: np.ndarray, text_agent: np.ndarray, ku: np.ndarray,
-               gu: np.ndarray, prefix_mask: np.uint64,
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """(found, position when found else insertion point) of pairs (key ``ku``: id prefix and
-    agent; id ``gu``) in the other n-grams' store, sorted by (id prefix, agent, id) with the
-    agent of entry j ``text_agent[st[j]]``: the leftmost entry not below the pair."""
-    n = len(sg)
-    agent_mask = np.uint64((1 << AGENT_BITS) - 1)
-    found = np.zeros(len(ku), np.bool_)
-    at = np.empty(len(ku), np.int64)
-    lo = 0
-    for i in range(len(ku)):
-        qp, qa, qg = ku[i] & prefix_mask, np.uint64(ku[i] & agent_mask), gu[i]
-        if i and (ku[i] < ku[i - 1] or (ku[i] == ku[i - 1] and qg < gu[i - 1])):
-            lo = 0
-        hi, step = lo, 1
-        while hi < n and _below(sg[hi], np.uint64(text_agent[st[hi]]), qp, qa, qg,
-                                prefix_mask):
-            lo = hi + 1
-            hi = lo + step
-            step *= 2
-        hi = min(hi, n)
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if _below(sg[mid], np.uint64(text_agent[st[mid]]), qp, qa, qg, prefix_mask):
-                lo = mid + 1
-            else:
-                hi = mid
-        at[i] = lo
-        found[i] = lo < n and sg[lo] == qg and np.uint64(text_agent[st[lo]]) == qa
-    return found, at
-
-
-@numba.njit([(U64, U32, U64, U32, I64, U64, UINT)], cache=True)
-def store_update(sg: np.ndarray, st: np.ndarray, g: np.ndarray, t: np.ndarray, pos: np.ndarray,
-                 gids: np.ndarray, prefix_mask: np.uint64,
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The other n-grams' store (sorted by id prefix first) with the entries (``g``, ``t``)
-    inserted at their non-decreasing insertion points ``pos`` and the adoptions of the n-grams
-    ``gids`` (sorted ids, none of ``g``) taken out, in one pass: (store ids, store texts, taken
-    ids, taken texts), all in store order. The taken prefix ranges are found by galloping
-    searches (O(their adoptions + log))."""
-    n = len(sg)
-    hits = np.empty(n, np.int64)
-    moved = 0
-    lo = 0
-    for i in range(len(gids)):
-        p = gids[i] & prefix_mask
-        hi, step = lo, 1
-        while hi < n and (sg[hi] & prefix_mask) < p:
-            lo = hi + 1
-            hi = lo + step
-            step *= 2
-        hi = min(hi, n)
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if (sg[mid] & prefix_mask) < p:
-                lo = mid + 1
-            else:
-                hi = mid
-        j = lo
-        while j < n and (sg[j] & prefix_mask) == p:
-            if sg[j] == gids[i]:
-                hits[moved] = j
-                moved += 1
-            j += 1
-    at = np.sort(hits[:moved])
-    m = len(g)
-    size = n - moved + m
-    keep_g, keep_t = np.empty(size, sg.dtype), np.empty(size, st.dtype)
-    out_g, out_t = np.empty(moved, sg.dtype), np.empty(moved, st.dtype)
-    # one pass over the old entries, element by element (a slice copy per insertion costs
-    # more than the copy itself: the blocks between insertions are ~10 entries)
-    o, i, k = 0, 0, 0  # next output place, inserted entry, taken entry
-    next_i = pos[0] if m else n
-    next_k = at[0] if moved else n
-    for j in range(n):
-        while next_i == j:
-            keep_g[o], keep_t[o] = g[i], t[i]
-            o += 1
-            i += 1
-            next_i = pos[i] if i < m else n
-        if next_k == j:
-            out_g[k], out_t[k] = sg[j], st[j]
-            k += 1
-            next_k = at[k] if k < moved else n
+def _gallop(arr: np.ndarray, q: np.uint64, lo: int) -> int:
+    """The leftmost place of ``q`` in the sorted ``arr``, at ``lo`` or after (galloping)."""
+    n = len(arr)
+    hi, step = lo, 1
+    while hi < n and arr[hi] < q:
+        lo = hi + 1
+        hi = lo + step
+        step *= 2
+    hi = min(hi, n)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if arr[mid] < q:
+            lo = mid + 1
         else:
-            keep_g[o], keep_t[o] = sg[j], st[j]
-            o += 1
-    keep_g[o:] = g[i:]
-    keep_t[o:] = t[i:]
-    return keep_g, keep_t, out_g, out_t
+            hi = mid
+    return lo
 
 
-@numba.njit([(U64, F64, U64, U32, F64, INT)], cache=True)
+@numba.njit([(U64, I64, U64, UINT, INT)], cache=True)
+def pair_keys(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, prefix_mask: np.uint64,
+              agent_bits: int) -> np.ndarray:
+    """The sort keys of n-gram uses (ids ``g`` in texts ``text_of`` by ``agents``): the id's
+    prefix (``prefix_mask``: its top bits, the low ``AGENT_BITS`` zero) shifted down to leave
+    ``agent_bits`` bits to the agent. One pass, no temporaries."""
+    shift = np.uint64(AGENT_BITS - agent_bits)
+    out = np.empty(len(g), np.uint64)
+    for i in range(len(g)):
+        out[i] = ((g[i] & prefix_mask) >> shift) | agents[text_of[i]]
+    return out
+
+
+@numba.njit([(U64, U64, I64, I64, F64, INT, U64, U64, U32, U32, U32, U32, F64)], cache=True)
+def split_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.ndarray,
+                times: np.ndarray, base: int, cids: np.ndarray, keys: np.ndarray,
+                size: np.ndarray, blk: np.ndarray, pool: np.ndarray, text_agent: np.ndarray,
+                text_time: np.ndarray,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                           np.ndarray]:
+    """A merge's distinct (key ``ku``, id ``gu``) pairs (as :func:`distinct_pairs` gives
+    them: ``best``, the rank in time order ``by_time`` of their earliest text among the
+    batch's, at ``times``, the first of which is text ``base`` of the table): each pair's first
+    use (time, text), and the pairs split: those of the cascades (``cids``, sorted) as (pair,
+    cascade number, agent), and of the others the new ones (pairs never seen), the others'
+    first use made the earlier of the stored one and the pair's in place (in ``pool``: the
+    first ``size`` entries of the n-gram's block ``blk`` in the table ``keys``). One pass,
+    galloping searches (the ids come grouped by prefix: restarted from the front when an id is
+    below its predecessor)."""
+    n = len(ku)
+    agent_mask = np.uint64((1 << AGENT_BITS) - 1)
+    tu = np.empty(n, np.float64)
+    xu = np.empty(n, np.uint32)
+    ci = np.empty(n, np.int64)
+    cno = np.empty(n, np.int64)
+    ag = np.empty(n, np.int64)
+    fresh = np.empty(n, np.int64)
+    nc, nk = len(cids), len(keys)
+    c, f, lo_c, lo_k = 0, 0, 0, 0
+    for i in range(n):
+        e = by_time[best[i]]
+        t, x = times[e], np.uint32(e + base)
+        tu[i], xu[i] = t, x
+        q = gu[i]
+        if i and q < gu[i - 1]:
+            lo_c, lo_k = 0, 0
+        a = ku[i] & agent_mask
+        lo_c = _gallop(cids, q, lo_c)
+        if lo_c < nc and cids[lo_c] == q:
+            ci[c], cno[c], ag[c] = i, lo_c, np.int64(a)
+            c += 1
+            continue
+        lo_k = _gallop(keys, q, lo_k)
+        seen = False
+        if lo_k < nk and keys[lo_k] == q:
+            b = np.int64(blk[lo_k])
+            for j in range(b, b + np.int64(size[lo_k])):
+                if text_agent[pool[j]] == a:
+                    seen = True
+                    if t < text_time[pool[j]]:
+                        pool[j] = x
+                    break
+        if not seen:
+            fresh[f] = i
+            f += 1
+    return tu, xu, ci[:c], cno[:c], ag[:c], fresh[:f]
+
+
+@numba.njit([(U32, INT, I64, I64, I64, U32, U32, I64, U32)], cache=True)
+def pool_put(pool: np.ndarray, used: int, heads: np.ndarray, caps: np.ndarray,
+             cls_of: np.ndarray, blk: np.ndarray, size: np.ndarray, e: np.ndarray,
+             x: np.ndarray) -> tuple[np.ndarray, int]:
+    """New adoptions (texts ``x``) of the n-grams at ``e`` in the table (any order) added to
+    their blocks: an n-gram's ``size`` (after them) is its block's fill, so it held
+    ``size - its new ones``; a block of class c holds ``caps[c]`` texts and a fill of s needs
+    the class ``cls_of[s]``: an n-gram that outgrows its block moves to a block of its class,
+    the old one freed. Free blocks are threaded through their first entry, one list a class
+    (``heads``: each list's first block, -1 none); a block is taken from its class's list, else
+    at the end of the pool (``used`` entries; grown by a quarter when full). Updates ``blk``,
+    ``heads`` in place, and ``heads[-1]``: the entries of the free blocks; returns the pool and
+    its used entries."""
+    n = len(e)
+    order = np.arange(n)
+    for i in range(1, n):
+        if e[i] < e[i - 1]:  # the pairs' n-grams come grouped but for shared id prefixes
+            order = np.argsort(e, kind="mergesort")
+            break
+    i = 0
+    while i < n:
+        g = e[order[i]]
+        k = i
+        while k < n and e[order[k]] == g:
+            k += 1
+        fill = np.int64(size[g])
+        had = fill - (k - i)
+        c = cls_of[fill]
+        b = np.int64(blk[g])
+        if had == 0 or cls_of[had] != c:
+            if heads[c] >= 0:
+                nb = heads[c]
+                link = pool[nb]
+                heads[c] = -1 if link == NO_BLOCK else np.int64(link)
+                heads[-1] -= caps[c]
+            else:
+                nb = used
+                if used + caps[c] > len(pool):
+                    grown = np.empty(max(used + caps[c], used + used // 4 + 1024), np.uint32)
+                    grown[:used] = pool[:used]
+                    pool = grown
+                used += caps[c]
+            if had:
+                pool[nb:nb + had] = pool[b:b + had]
+                old = cls_of[had]
+                pool[b] = NO_BLOCK if heads[old] < 0 else np.uint32(heads[old])
+                heads[old] = b
+                heads[-1] += caps[old]
+            b = nb
+            blk[g] = np.uint32(b)
+        for j in range(i, k):
+            pool[b + had + j - i] = x[order[j]]
+        i = k
+    return pool, used
+
+
+@numba.njit([(U32, I64, I64, I64, U32, I64)], cache=True)
+def pool_take(pool: np.ndarray, heads: np.ndarray, caps: np.ndarray, cls_of: np.ndarray,
+              blocks: np.ndarray, fills: np.ndarray) -> np.ndarray:
+    """The texts of the blocks ``blocks`` (holding ``fills`` each; none: no block), one block
+    after another, and the blocks freed (onto their class's free list, as :func:`pool_put`
+    keeps them)."""
+    out = np.empty(fills.sum(), np.uint32)
+    o = 0
+    for i in range(len(blocks)):
+        f = fills[i]
+        if f == 0:
+            continue
+        b = np.int64(blocks[i])
+        out[o:o + f] = pool[b:b + f]
+        o += f
+        c = cls_of[f]
+        pool[b] = NO_BLOCK if heads[c] < 0 else np.uint32(heads[c])
+        heads[c] = b
+        heads[-1] += caps[c]
+    return out
+
+
+@numba.njit([(U32, I64, I64, U32, U32, INT)], cache=True)
+def pool_compact(pool: np.ndarray, caps: np.ndarray, cls_of: np.ndarray, blk: np.ndarray,
+                 size: np.ndarray, m: int) -> np.ndarray:
+    """The pool without its free blocks (exactly sized): the blocks of the table's n-grams
+    that are not cascades (``size`` under ``m``) one after another in table order, ``blk``
+    updated in place."""
+    total = 0
+    for e in range(len(size)):
+        if size[e] < m:
+            total += caps[cls_of[size[e]]]
+    out = np.empty(total, np.uint32)
+    o = 0
+    for e in range(len(size)):
+        f = np.int64(size[e])
+        if f < m:
+            b = np.int64(blk[e])
+            out[o:o + f] = pool[b:b + f]
+            blk[e] = np.uint32(o)
+            o += caps[cls_of[f]]
+    return out
+
+
+@numba.njit([(U64, F64, U64, U32, F64, U32, INT)], cache=True)
 def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
-            last: np.ndarray, m: int,
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            last: np.ndarray, blk: np.ndarray, m: int,
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                       np.ndarray, np.ndarray]:
     """New adoptions (ids ``gn``, grouped by id prefix, at times ``tn``) added to the n-gram
-    table (``keys`` sorted, with each n-gram's adopters ``size`` and last adoption ``last``,
-    updated in place for the n-grams it holds). Returns the table with the unseen n-grams
-    inserted (keys, size, last), whether each adoption is of a cascade (``m`` adopters or
-    more) now, the n-grams that became cascades (sorted) and the first adoption of each of
-    them in ``gn``."""
+    table (``keys`` sorted, with each n-gram's adopters ``size``, last adoption ``last`` and
+    block ``blk``, size and last updated in place for the n-grams it holds). Returns the table
+    with the unseen n-grams inserted (keys, size, last, block: ``NO_BLOCK``), whether each
+    adoption is of a cascade (``m`` adopters or more) now, the n-grams that became cascades
+    (sorted), the first adoption of each of them in ``gn`` and its adopters before."""
     n = len(gn)
     run = np.empty(n + 1, np.int64)  # runs of equal ids: starts, then n
     r = 0
@@ -315,13 +399,14 @@ def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
     cascade = np.empty(n, np.bool_)
     cross_g = np.empty(r + u, np.uint64)
     cross_f = np.empty(r + u, np.int64)
+    cross_b = np.zeros(r + u, np.int64)
     c = 0
     for j in range(r):
         if hit[j]:
             after = size[pos[j]]
             now = after >= m
             if before[j] < m and now:
-                cross_g[c], cross_f[c] = rg[j], run[j]
+                cross_g[c], cross_f[c], cross_b[c] = rg[j], run[j], before[j]
                 c += 1
         else:
             now = nc[group[j]] >= m
@@ -333,11 +418,12 @@ def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
     order = np.argsort(cross_g[:c], kind="mergesort")
     crossed = np.empty(c, np.uint64)
     first = np.empty(c, np.int64)
+    had = np.empty(c, np.int64)
     d = -1
     for j in order:  # an n-gram with several runs crossed once: its first run
         if d < 0 or cross_g[j] != crossed[d]:
             d += 1
-            crossed[d], first[d] = cross_g[j], cross_f[j]
+            crossed[d], first[d], had[d] = cross_g[j], cross_f[j], cross_b[j]
         else:
             first[d] = min(first[d], cross_f[j])
     d += 1
@@ -345,16 +431,19 @@ def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
     keys2 = np.empty(nk + u, np.uint64)
     size2 = np.empty(nk + u, np.uint32)
     last2 = np.empty(nk + u, np.float64)
+    blk2 = np.empty(nk + u, np.uint32)
     j = 0
     for v in range(u + 1):
         p = npos[v] if v < u else nk
         keys2[j + v:p + v] = keys[j:p]
         size2[j + v:p + v] = size[j:p]
         last2[j + v:p + v] = last[j:p]
+        blk2[j + v:p + v] = blk[j:p]
         if v < u:
             keys2[p + v], size2[p + v], last2[p + v] = ng[v], nc[v], nt[v]
+            blk2[p + v] = NO_BLOCK
         j = p
-    return keys2, size2, last2, cascade, crossed[:d], first[:d]
+    return keys2, size2, last2, blk2, cascade, crossed[:d], first[:d], had[:d]
 
 
 @numba.njit([(U64,)], cache=True)

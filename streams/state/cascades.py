@@ -30,21 +30,26 @@ holds one segment per cascade (numbered by id rank, a new cascade's segment inse
 so the pairs in key order are in segment order without a sort; never evicted), each adoption
 only its text (the agent is the text's), sorted by agent, searched within the segments (a
 binary search, galloping from the previous pair of the same cascade); the other n-grams'
-store is sorted by (id prefix, agent, id), searched by a galloping search from the previous
-pair (the pairs come sorted: O(log gap)); one kernel (:func:`counted`) adds them to the
-n-gram table (sorted by id: a galloping search, the unseen n-grams merged in one pass) and
-finds the n-grams that became cascades. A cascade's readable words are taken, when it
-crosses ``min_adopters``, from a buffered text that adopted it (the words of the texts
-naming new cascades joined once, each cascade's bytes gathered from them, as
-:func:`streams.text.ngram_text` joins them), and its earlier adoptions move to the cascades'
-store (found by searches of its key range, in the same pass that inserts the other new
-adoptions into the other n-grams' store: :func:`store_update`). The
-cascades' store has levels whose bounds grow geometrically (x ``GROWTH``): a merge inserts
-into the smallest, and a level over its bound goes into the next one in one pass (each
-adoption rewritten O(``GROWTH``) times a level, O(log adoptions) levels, each searched), so a
-flush does not rewrite every adoption ever taken (the periodic analysis flushes every ~10k
-texts: with one level, or two, that rewrite grew with the history). The buffer grows to a
-quarter of the cascades' store (at most 16 x ``flush_every`` pairs) before a merge.
+adoptions are a pool of blocks, one an n-gram (its texts, at most ``min_adopters`` - 1: the
+n-gram's entry in the table, found by a galloping search from the previous pair, says where,
+and its adopter count is the block's fill), scanned for the pair's agent. One kernel
+(:func:`counted`) adds the new adoptions to the n-gram table (sorted by id: a galloping search,
+the unseen n-grams merged in one pass) and finds the n-grams that became cascades; another
+(:func:`pool_put`) puts the others into their n-grams' blocks, O(new) (no pass over the
+store: a block that fills up moves to one of the next capacity, 1, 2, 4, ...
+``min_adopters`` - 1, the old one freed; free blocks are kept on a free list a capacity and
+taken first; when they are over a quarter of the pool it is compacted, O(pool), so a free
+entry costs O(1) amortised). A cascade's readable words are taken, when it crosses
+``min_adopters``, from a buffered text that adopted it (the words of the texts naming new
+cascades joined once, each cascade's bytes gathered from them, as
+:func:`streams.text.ngram_text` joins them), and its earlier adoptions move from its block to
+the cascades' store (:func:`pool_take`: the block freed). The cascades' store has levels whose
+bounds grow geometrically (x ``GROWTH``): a merge inserts into the smallest, and a level over
+its bound goes into the next one in one pass (each adoption rewritten O(``GROWTH``) times a
+level, O(log adoptions) levels, each searched), so a flush does not rewrite every adoption ever
+taken (the periodic analysis flushes every ~10k texts: with one level, or two, that rewrite
+grew with the history). The buffer grows to a quarter of the cascades' store (at most 16 x
+``flush_every`` pairs) before a merge.
 
 Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, once the texts
 since the last analysis reach ``analysis_min_texts`` or the number the last one covered,
@@ -65,14 +70,17 @@ restored after each cascade. ``snapshot`` has no
 side effect: what it reports depends on the events and on event time only, so the live
 reducer, which snapshots every second, and a replay agree.
 
-Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 20 bytes each (id,
-adopter count, last adoption) plus 12 bytes per adoption of a non-cascade (id, text) in its
-store; 4 bytes per cascade adoption (its text) and 16 per cascade plus 8 a non-empty level
+Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 24 bytes each (id,
+adopter count, last adoption, block) plus a non-cascade's block in the pool: 4 bytes an entry,
+the block under twice its adoptions (the smallest capacity that holds them), free blocks at
+most a quarter of the pool and the pool at most a quarter over its used entries (~7 bytes an
+adoption of a non-cascade at 100k real-text events, where a sorted (id, text) store took 12);
+4 bytes per cascade adoption (its text) and 16 per cascade plus 8 a non-empty level
 of its store plus its words; 12
 bytes per text (time and agent); the buffer (~10 bytes a buffered pair: word ids and the
 texts' word lists). When full, the n-grams that are not cascades with the fewest adopters
-(oldest first) are evicted down to ``evict_to`` x ``max_tracked``, with their adoptions (a
-pass over the non-cascades' store only, which the table bounds);
+(oldest first) are evicted down to ``evict_to`` x ``max_tracked``, with their adoptions (their
+blocks freed);
 ``cascade_ngrams_evicted_total`` and ``cascade_evicted_adopters_max`` say what was lost: sizes
 are exact for every n-gram never evicted, and an evicted n-gram that comes back restarts with
 at most that many adopters missing. Cascades themselves are never evicted (their adoptions are
@@ -100,7 +108,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import optimize, special
@@ -110,6 +118,7 @@ from streams.events import CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.state.cascade_kernels import (
     AGENT_BITS,
+    NO_BLOCK,
     argsort_keys,
     batch_ngrams,
     counted,
@@ -118,10 +127,13 @@ from streams.state.cascade_kernels import (
     inserted,
     merge_order,
     merge_segments,
+    pair_keys,
+    pool_compact,
+    pool_put,
+    pool_take,
     segment_find,
     sorted_search,
-    store_find,
-    store_update,
+    split_pairs,
 )
 from streams.state.graph import InteractionGraph
 from streams.text import K, Text, token_ids
@@ -130,8 +142,8 @@ STOP_WORDS = frozenset(ENGLISH_STOP_WORDS)
 STOP_IDS = np.unique(token_ids(sorted(STOP_WORDS)))
 AGENT_MASK = np.uint64((1 << AGENT_BITS) - 1)
 PREFIX_MASK = ~AGENT_MASK
-BYTES_PER_NGRAM = 8 + 4 + 8  # id, adopters, last adoption
-BYTES_PER_ADOPTION = 8 + 4  # a non-cascade n-gram's: id, text of first use
+BYTES_PER_NGRAM = 8 + 4 + 8 + 4  # id, adopters, last adoption, block in the pool
+BYTES_PER_POOLED = 4  # an entry of the pool of blocks: a non-cascade's adoption (its text)
 BYTES_PER_CASCADE_ADOPTION = 4  # a cascade's: its text of first use (the agent is the text's)
 BYTES_PER_TEXT = 8 + 4  # each text's time and agent (first uses refer to their text)
 BYTES_PER_CASCADE = 8 + 4 + 4  # id, words number, words end
@@ -323,51 +335,61 @@ def _placed(column: np.ndarray, values: np.ndarray, at: np.ndarray, old: np.ndar
     return out
 
 
-class _Store:
-    """Adoptions of the n-grams that are not cascades, sorted by (n-gram id prefix, agent, id):
-    n-gram id and first use (index of the text in the engine's text table, whose agent is the
-    adopter's). The prefix is the id's top bits, so the ids themselves locate a prefix's range
-    (their prefixes are sorted) and no key is stored: 12 bytes an adoption."""
+class _Pool:
+    """Adoptions of the n-grams that are not cascades: each n-gram's first-use texts (4
+    bytes each: the agent is the text's) in a block of the pool, at the table's ``blk`` of the
+    n-gram, its first ``size`` entries (an n-gram that is not a cascade holds one adoption an
+    adopter). Blocks come in classes of capacities 1, 2, 4, ... up to ``min_adopters - 1`` (a
+    fuller n-gram is a cascade and leaves the pool): a fill of s takes the smallest class that
+    holds it (``cls_of[s]``), so a block is over half full but for the last class. An n-gram
+    that outgrows its block moves to the next class's; freed blocks are kept on a free list a
+    class (threaded through their first entry) and taken again before the pool grows. Nothing
+    is ever rewritten but the moved blocks: an insertion costs O(its n-gram's fill)."""
 
-    __slots__ = ("sg", "st")
+    __slots__ = ("caps", "cls_of", "heads", "pool", "used")
 
-    def __init__(self) -> None:
-        self.sg = np.empty(0, np.uint64)
-        self.st = np.empty(0, np.uint32)
-
-    def __len__(self) -> int:
-        return len(self.sg)
+    def __init__(self, min_adopters: int) -> None:
+        top = max(min_adopters - 1, 1)
+        caps = [1 << i for i in range(top.bit_length()) if 2 << i < top] + [top]
+        self.caps = np.array(caps, np.int64)
+        self.cls_of = np.searchsorted(self.caps, np.arange(top + 1)).astype(np.int64)
+        self.heads = np.full(len(caps) + 1, -1, np.int64)  # and the free entries
+        self.heads[-1] = 0
+        self.pool = np.empty(0, np.uint32)
+        self.used = 0
 
     def nbytes(self) -> int:
-        return self.sg.nbytes + self.st.nbytes
+        return self.pool.nbytes
 
-    def find(self, ku: np.ndarray, gu: np.ndarray, text_agent: np.ndarray,
-             ) -> tuple[np.ndarray, np.ndarray]:
-        """(found mask, position when found else insertion point) of pairs (sorted keys, then
-        ids): the leftmost entry not below each in (prefix, agent, id) order."""
-        return store_find(self.sg, self.st, text_agent, ku, gu, np.uint64(PREFIX_MASK))
+    def put(self, blk: np.ndarray, size: np.ndarray, at: np.ndarray, texts: np.ndarray,
+            ) -> None:
+        """New adoptions (``texts``) of the n-grams at ``at`` in the table (whose ``size``
+        counts them already; ``blk`` updated in place)."""
+        if len(at):
+            self.pool, self.used = pool_put(self.pool, self.used, self.heads, self.caps,
+                                            self.cls_of, blk, size, at, texts)
+            if self.used >= NO_BLOCK:
+                raise ValueError("more than 2^32 pooled adoptions")
 
-    def keep(self, mask: np.ndarray) -> None:
-        self.sg, self.st = self.sg[mask], self.st[mask]
+    def compact(self, blk: np.ndarray, size: np.ndarray, min_adopters: int) -> None:
+        """The free blocks dropped when they are over a quarter of the pool: O(pool + table),
+        once the frees since the last one reach that much."""
+        if self.heads[-1] > self.used // 4:
+            self.pool = pool_compact(self.pool, self.caps, self.cls_of, blk, size,
+                                     min_adopters)
+            self.used = len(self.pool)
+            self.heads[:] = -1
+            self.heads[-1] = 0
 
-    def update(self, g: np.ndarray, t: np.ndarray, pos: np.ndarray, gids: np.ndarray,
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Insert pairs (in store order, none present) at their insertion points ``pos`` (as
-        :meth:`find` gives them) and take out the adoptions of the n-grams ``gids`` (sorted,
-        none of the pairs'): their (ids, texts), in store order. One pass over the store, none
-        when there is nothing to do."""
-        if len(g) or len(gids):
-            self.sg, self.st, out_g, out_t = store_update(self.sg, self.st, g, t, pos, gids,
-                                                          np.uint64(PREFIX_MASK))
-            return out_g, out_t
-        return self.sg[:0], self.st[:0]
+    def take(self, blocks: np.ndarray, fills: np.ndarray) -> np.ndarray:
+        """The texts of the blocks ``blocks`` (``fills`` each, 0: no block), one block after
+        another; the blocks freed."""
+        return pool_take(self.pool, self.heads, self.caps, self.cls_of, blocks,
+                         fills.astype(np.int64))
 
-    def of(self, gid: np.uint64) -> np.ndarray:
-        """First-use texts of one n-gram's adoptions (agent order)."""
-        prefix = gid & PREFIX_MASK
-        lo = int(np.searchsorted(self.sg, prefix))
-        hi = int(np.searchsorted(self.sg, prefix | ~PREFIX_MASK, side="right"))
-        return self.st[lo:hi][self.sg[lo:hi] == gid]
+    def of(self, block: int, fill: int) -> np.ndarray:
+        """First-use texts of one n-gram's adoptions (block order)."""
+        return self.pool[block:block + fill]
 
 
 class _Cascades:
@@ -522,6 +544,13 @@ class _EdgeIndex:
         self.tail_dst = dst[self.m:m][order].astype(np.int64)
 
 
+class _Words(NamedTuple):
+    """A buffered text as a checkpoint holds it: its words, all the merge reads of it (a
+    :class:`Text` pickles its tokens and ids besides)."""
+
+    words: list[str]
+
+
 class CascadeEngine:
     """n-gram adoption table, cascades, power-law fit and exposure analysis.
 
@@ -546,7 +575,8 @@ class CascadeEngine:
         self._last = np.empty(0, np.float64)
         # adoptions: of cascades (never evicted) and of the other n-grams (evicted with them)
         self._big = _Cascades()
-        self._small = _Store()
+        self._blk = np.empty(0, np.uint32)  # each n-gram's block in the pool (not a cascade)
+        self._small = _Pool(cfg.min_adopters)
         self._cids = np.empty(0, np.uint64)  # cascade ids, sorted (a cascade's number: its rank)
         self._wnos = np.empty(0, np.uint32)  # and where their words are (order of crossing)
         self._tt = np.empty(1024, np.float64)  # each buffered-and-merged text's time
@@ -558,7 +588,8 @@ class CascadeEngine:
         self._flush_at = cfg.flush_every
         self._ba: list[int] = []
         self._bt: list[float] = []
-        self._btext: list[list[str]] = []  # words, to name the n-grams that become cascades
+        self._btext: list[Text | _Words] = []  # to name the n-grams that become cascades
+        # (their words read then: a text's word list is gathered on first read, most never are)
         self._buffered = 0
         self._words = bytearray()  # the cascades' words (UTF-8), by number, one after another
         self._word_ends = array("I", [0])  # under 4 GB of words
@@ -574,6 +605,11 @@ class CascadeEngine:
         self._fit_key: bytes | None = None
         self._fit: PowerLawFit | None = None
         self._analysis: dict[str, Any] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_btext"] = [_Words(t.words) for t in self._btext]
+        return state
 
     # -- ingest -----------------------------------------------------------------------------
     def update(self, item: Item) -> None:
@@ -601,7 +637,7 @@ class CascadeEngine:
         self._bw.append(w)
         self._ba.append(agent)
         self._bt.append(item.t)
-        self._btext.append(item.text.words)
+        self._btext.append(item.text)
         self._buffered += len(w) * self._spans
         if self._buffered >= self._flush_at:
             self._flush()
@@ -621,7 +657,6 @@ class CascadeEngine:
         lo, hi = cfg.n_range
         g, where, text_of, part_ends = batch_ngrams(w, lens, STOP_IDS, lo, hi,
                                                     cfg.max_stop_share, K)
-        a = agents[text_of]
         origin = (part_ends, where, text_of,
                   np.concatenate(([0], np.cumsum(lens))), texts)
         # first uses refer to their text: the texts' times appended to the table, the
@@ -634,50 +669,39 @@ class CascadeEngine:
         # batch's agents need (the same order, fewer radix passes: 38 + 17 bits fit 5 of 11
         # bits up to 131k agents, where the full 64 take 6)
         ab = max(int(agents.max()).bit_length(), 1)
-        key = ((g & PREFIX_MASK) >> np.uint64(AGENT_BITS - ab)) | a
+        key = pair_keys(g, text_of, agents, np.uint64(PREFIX_MASK), ab)
         order, sorted_keys = argsort_keys(key)
         ku, gu, src, best, ok = distinct_pairs(order, sorted_keys, g, text_of, rank, True, ab)
         if not ok:  # two n-grams share a prefix and an agent: sort by key, then id
             order = np.lexsort((g, key))
             ku, gu, src, best, _ = distinct_pairs(order, key[order], g, text_of, rank, False,
                                                   ab)
-        earliest = by_time[best]
-        tu = times[earliest]
-        xu = (earliest + base).astype(np.uint32)
         # pairs of the cascades: by (cascade number, agent), exact; cascades are numbered in
         # id order, so the pairs in key order are in that order already unless two cascades
-        # share an id prefix (then sorted)
-        if len(self._cids):  # one search gives both membership and the cascade's number
-            at_c = np.minimum(sorted_search(self._cids, gu), len(self._cids) - 1)
-            ci = np.flatnonzero(self._cids[at_c] == gu)
-            cno = at_c[ci]
-        else:
-            ci, cno = np.empty(0, np.int64), np.empty(0, np.int64)
-        ag = (ku[ci] & AGENT_MASK).astype(np.int64)
+        # share an id prefix (then sorted); the other pairs: those seen (found in their
+        # n-gram's block) take the earlier first use, the others are new
+        tu, xu, ci, cno, ag, new_s = split_pairs(
+            ku, gu, best, by_time, times, base, self._cids, self._keys, self._size, self._blk,
+            self._small.pool, self._ta, self._tt)
         if not _ordered(cno, ag):
             ob = argsort_keys((cno.astype(np.uint64) << np.uint64(32))
                               | ag.astype(np.uint64))[0]
             ci, cno, ag = ci[ob], cno[ob], ag[ob]
         found_b, at_b = self._big.find(cno, ag, self._ta)
         self._big.earliest(at_b[found_b], tu[ci[found_b]], xu[ci[found_b]], self._tt)
-        # the other pairs: by (n-gram id prefix, agent), then id
-        rest = np.ones(len(ku), bool)
-        rest[ci] = False
-        rest = np.flatnonzero(rest)
-        found_s, at_s = self._small.find(ku[rest], gu[rest], self._ta)
-        self._earliest(self._small.st, at_s[found_s], tu[rest[found_s]], xu[rest[found_s]])
         fresh = np.zeros(len(ku), bool)  # in key order, without a sort
         fresh[ci[~found_b]] = True
-        fresh[rest[~found_s]] = True
+        fresh[new_s] = True
         new = np.flatnonzero(fresh)
         self.adoptions_total += len(new)
-        cascade, crossed = self._count(gu[new], tu[new], src[new], origin)
+        cascade, crossed, had = self._count(gu[new], tu[new], src[new], origin)
         is_cascade = np.zeros(len(ku), bool)
         is_cascade[new] = cascade
-        new_s, pos_s = rest[~found_s], at_s[~found_s]
         stay = ~is_cascade[new_s]
-        moved_g, moved_t = self._small.update(gu[new_s[stay]], xu[new_s[stay]], pos_s[stay],
-                                              crossed)
+        kept = new_s[stay]
+        self._small.put(self._blk, self._size, sorted_search(self._keys, gu[kept]), xu[kept])
+        moved_t = self._small.take(self._blk[np.searchsorted(self._keys, crossed)], had)
+        moved_g = np.repeat(crossed, had)
         nf = ~found_b
         adds = [(cno[nf], xu[ci[nf]], at_b[nf])]
         if len(crossed):  # number the new cascades; their earlier adoptions join their store
@@ -705,7 +729,8 @@ class CascadeEngine:
         self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)), self._ta)
         if len(self._keys) > self.config.max_tracked:
             self._evict()
-        # a merge rewrites the other n-grams' store (O(its pairs)): buffer a quarter of the
+        self._small.compact(self._blk, self._size, cfg.min_adopters)
+        # a merge rewrites the n-gram table (O(n-grams)): buffer a quarter of the
         # cascades' adoptions first, up to 16 flush_every pairs (the buffered words: ~10 bytes
         # a pair); the cascades' own store is levelled, so its merges cost O(new) amortised
         self._flush_at = max(cfg.flush_every, min(len(self._big) // 4, 16 * cfg.flush_every))
@@ -725,23 +750,18 @@ class CascadeEngine:
             raise ValueError("more than 2^32 texts")
         return base
 
-    def _earliest(self, column: np.ndarray, at: np.ndarray, t: np.ndarray, x: np.ndarray,
-                  ) -> None:
-        """Found pairs: first use = the earlier of the stored text and this one."""
-        earlier = t < self._tt[column[at]]
-        column[at[earlier]] = x[earlier]
-
     def _count(self, gn: np.ndarray, tn: np.ndarray, srcn: np.ndarray, origin: tuple,
                ) -> tuple[np.ndarray, np.ndarray]:
         """Add new adoptions (grouped by id prefix) to each n-gram's count and name the new
         cascades. Returns which new adoptions are of cascades, and the new cascades."""
         if not len(gn):
-            return np.zeros(0, bool), np.zeros(0, np.uint64)
-        self._keys, self._size, self._last, cascade, crossed, first = counted(
-            gn, tn, self._keys, self._size, self._last, self.config.min_adopters)
+            return np.zeros(0, bool), np.zeros(0, np.uint64), np.zeros(0, np.int64)
+        (self._keys, self._size, self._last, self._blk, cascade, crossed, first, had
+         ) = counted(gn, tn, self._keys, self._size, self._last, self._blk,
+                     self.config.min_adopters)
         if len(crossed):
             self._name(srcn[first], origin)
-        return cascade, crossed
+        return cascade, crossed, had
 
     def _name(self, flat: np.ndarray, origin: tuple) -> None:
         """The words of n-grams that just became cascades (in id order: the order they are
@@ -752,7 +772,7 @@ class CascadeEngine:
         # the texts naming them, their words joined once (words hold no newline): an n-gram's
         # words are the bytes from its first word's start to its last word's end
         used, slot = np.unique(ti, return_inverse=True)
-        buf = np.frombuffer("\n".join(chain.from_iterable(texts[t] for t in used.tolist()))
+        buf = np.frombuffer("\n".join(chain.from_iterable(texts[t].words for t in used.tolist()))
                             .encode(), np.uint8)
         seps = np.flatnonzero(buf == ord("\n"))
         word = (np.r_[0, np.cumsum(offsets[used + 1] - offsets[used])[:-1]][slot]
@@ -788,9 +808,10 @@ class CascadeEngine:
         self.evicted_total += n_drop
         self.evicted_adopters_max = max(self.evicted_adopters_max,
                                         int(self._size[drop].max()))
-        self._small.keep(~gone[np.searchsorted(self._keys, self._small.sg)])
+        self._small.take(self._blk[drop], self._size[drop].astype(np.int64))
         keep = ~gone
         self._keys, self._size, self._last = self._keys[keep], self._size[keep], self._last[keep]
+        self._blk = self._blk[keep]
 
     # -- time -------------------------------------------------------------------------------
     def expire(self, now: float) -> None:
@@ -834,7 +855,8 @@ class CascadeEngine:
 
     def nbytes(self) -> int:
         return int(self._keys.nbytes + self._size.nbytes + self._last.nbytes
-                   + self._big.nbytes() + self._small.nbytes() + self._cids.nbytes
+                   + self._blk.nbytes + self._big.nbytes() + self._small.nbytes()
+                   + self._cids.nbytes
                    + self._wnos.nbytes + 12 * self._ntt + len(self._words)
                    + self._word_ends.itemsize * len(self._word_ends))
 
@@ -848,14 +870,16 @@ class CascadeEngine:
         return self._big.of(int(np.searchsorted(self._cids, np.uint64(gid))))
 
     def _adopters(self, gid: int) -> tuple[np.ndarray, np.ndarray]:
-        """(agent indices, first-use times) of an n-gram's adopters, in key order."""
+        """(agent indices, first-use times) of an n-gram's adopters, by agent."""
         g = np.uint64(gid)
         i = int(np.searchsorted(self._cids, g))
         if i < len(self._cids) and self._cids[i] == g:
             texts = self._big.of(i)
-            texts = texts[np.argsort(self._ta[texts], kind="stable")]  # the levels' merged
-            return self._ta[texts].astype(np.int64), self._tt[texts]
-        texts = self._small.of(g)
+        else:
+            e = int(np.searchsorted(self._keys, g))
+            texts = (self._small.of(int(self._blk[e]), int(self._size[e]))
+                     if e < len(self._keys) and self._keys[e] == g else self._ta[:0])
+        texts = texts[np.argsort(self._ta[texts], kind="stable")]  # by agent
         return self._ta[texts].astype(np.int64), self._tt[texts]
 
     def adopters(self, ngram: str) -> dict[str, float]:

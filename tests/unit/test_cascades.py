@@ -211,12 +211,18 @@ def test_bounded_table_only_loses_small_ngrams(reference) -> None:
 
 
 def test_state_bytes_are_the_layout(engine) -> None:
-    """The stated bytes: per tracked n-gram, per adoption of a non-cascade, per cascade
+    """The stated bytes: per tracked n-gram, per entry of the pool of blocks (which holds the
+    non-cascades' adoptions in blocks under twice their fill, and free blocks), per cascade
     adoption, per cascade and level of their store, per text."""
     ids, sizes = engine._cascades()
     small = engine.adoptions_total - int(sizes.sum())
+    pool = engine._small
+    fills = engine._size[engine._size < engine.config.min_adopters]
+    held = int(pool.caps[pool.cls_of[fills]].sum())
+    assert int(fills.sum()) == small <= held < 2 * small
+    assert held + pool.heads[-1] == pool.used <= len(pool.pool)
     assert engine.nbytes() == (cascades.BYTES_PER_NGRAM * engine.tracked()
-                               + cascades.BYTES_PER_ADOPTION * small
+                               + cascades.BYTES_PER_POOLED * len(pool.pool)
                                + cascades.BYTES_PER_CASCADE_ADOPTION * int(sizes.sum())
                                + cascades.BYTES_PER_CASCADE * len(ids) + 4
                                + cascades.BYTES_PER_LEVEL_CASCADE * (len(ids) + 1)
@@ -365,44 +371,97 @@ def test_kernels_match_numpy() -> None:
         lo, hi = indptr[c] + indptr2[c], indptr[c + 1] + indptr2[c + 1]
         union = np.concatenate((segs[c], segs2[c]))
         assert merged[lo:hi].tolist() == union[np.argsort(text_agent[union])].tolist()
-    # the other n-grams' store: (prefix, agent, id) order, prefixes of 4 bits
-    mask = np.uint64(0xF000_0000_0000_0000)
-    ids = rng.integers(0, 2**64, 60, dtype=np.uint64, endpoint=False)
-    text_agent = rng.integers(0, 9, 400).astype(np.uint32)
-    g = rng.choice(ids, 400)
-    t = np.arange(400, dtype=np.uint32)
-    order = np.lexsort((g, text_agent[t], g & mask))
-    g, t = g[order], t[order]
-    keep = np.r_[True, (g[1:] != g[:-1]) | (text_agent[t[1:]] != text_agent[t[:-1]])]
-    g, t = g[keep], t[keep]
-    qg = rng.choice(ids, 200)
-    qa = rng.integers(0, 10, 200).astype(np.uint64)
-    qo = np.lexsort((qg, qa, qg & mask))
-    qg, qa = qg[qo], qa[qo]
-    found, at = kernels.store_find(g, t, text_agent, (qg & mask) | qa, qg, mask)
-    rows = list(zip((g & mask).tolist(), text_agent[t].tolist(), g.tolist(), strict=True))
-    for i, (gg, a) in enumerate(zip(qg.tolist(), qa.tolist(), strict=True)):
-        want = (gg & int(mask), a, gg)
-        assert at[i] == sum(r < want for r in rows)
-        assert found[i] == (want in rows)
-    # one pass: new pairs inserted (none of the taken n-grams) and the taken n-grams' out
-    taken = np.unique(rng.choice(ids, 12))
-    stay = ~np.isin(qg, taken) & ~found
-    add_g, add_t = qg[stay], np.arange(400, 400 + stay.sum(), dtype=np.uint32)
-    for sel in (slice(0, 0), slice(None)):
-        rest_g, rest_t, out_g, out_t = kernels.store_update(g, t, add_g[sel], add_t[sel],
-                                                            at[stay][sel], taken, mask)
-        out = np.isin(g, taken)
-        assert out.any() and not out.all()
-        keep_g = np.insert(g, at[stay][sel], add_g[sel])
-        keep_t = np.insert(t, at[stay][sel], add_t[sel])
-        mine = ~np.isin(keep_g, taken)
-        for got, want in ((rest_g, keep_g[mine]), (rest_t, keep_t[mine]), (out_g, g[out]),
-                          (out_t, t[out])):
-            assert np.array_equal(got, want)
-    no_take = kernels.store_update(g, t, add_g, add_t, at[stay], taken[:0], mask)
-    assert np.array_equal(no_take[0], np.insert(g, at[stay], add_g))
-    assert len(no_take[2]) == 0
+
+
+def test_pool_kernels_match_a_dict_of_lists() -> None:
+    """The pool of blocks (the non-cascades' adoptions) against a dict n-gram -> texts: rounds
+    of a merge's pairs split (:func:`split_pairs`), puts (n-grams growing across classes, new
+    ones, several at once and out of order), takes (freeing blocks, reused by later puts) and
+    a compaction."""
+    rng = np.random.default_rng(3)
+    m = 10
+    pool = cascades._Pool(m)
+    assert pool.caps.tolist() == [1, 2, 4, 9]
+    assert cascades._Pool(2).caps.tolist() == [1] and cascades._Pool(4).caps.tolist() == [1, 3]
+    text_agent = rng.permutation(5_000).astype(np.uint32)  # one text an agent
+    want: dict[int, list[int]] = {}
+    keys = np.empty(0, np.uint64)
+    size = np.empty(0, np.uint32)
+    blk = np.empty(0, np.uint32)
+    texts = iter(range(5_000))
+    for rnd in range(30):
+        # one merge's distinct pairs split: of cascades (ids 60-63), seen (in their n-gram's
+        # block: the first use made the earlier; stored texts at time 0.5) and new
+        gu = rng.integers(0, 64, 80).astype(np.uint64)
+        agents = np.array([rng.choice(want[g]) if g in want and rng.random() < 0.5
+                           else rng.integers(0, 5_000) for g in gu.tolist()])
+        ku = text_agent[agents.astype(np.int64)].astype(np.uint64)
+        ku = np.where(rng.random(80) < 0.5, ku, rng.integers(0, 5_000, 80).astype(np.uint64))
+        pairs = list(dict.fromkeys(zip(gu.tolist(), ku.tolist(), strict=True)))
+        gu, ku = (np.array(col, np.uint64) for col in zip(*pairs, strict=True))
+        n = len(gu)
+        by_time, times = rng.permutation(n), rng.random(n)
+        held = pool.pool.copy()
+        tu, xu, ci, cno, ag, fresh = kernels.split_pairs(
+            ku, gu, np.arange(n), by_time, times, 9_000, np.arange(60, 64, dtype=np.uint64),
+            keys, size, blk, held, text_agent, np.full(5_000, 0.5))
+        assert tu.tolist() == times[by_time].tolist()
+        assert xu.tolist() == (by_time + 9_000).tolist()
+        casc = np.flatnonzero(gu >= 60)
+        assert ci.tolist() == casc.tolist() and cno.tolist() == (gu[casc] - 60).tolist()
+        assert ag.tolist() == ku[casc].tolist()
+        want_held, want_fresh = pool.pool.copy(), []
+        for i, (g, a) in enumerate(zip(gu.tolist(), ku.tolist(), strict=True)):
+            mine = [t for t in want.get(g, []) if text_agent[t] == a]
+            if g >= 60:
+                continue
+            if not mine:
+                want_fresh.append(i)
+            elif tu[i] < 0.5:
+                e = int(np.searchsorted(keys, np.uint64(g)))
+                block = pool.of(int(blk[e]), int(size[e])).tolist()
+                want_held[int(blk[e]) + block.index(mine[0])] = xu[i]
+        assert fresh.tolist() == want_fresh and np.array_equal(held, want_held)
+        # puts: new adoptions of old and new n-grams (not cascades after), any order
+        grams = rng.integers(0, 60, 25).astype(np.uint64)
+        adds = [(g, next(texts)) for g in grams.tolist()
+                if len(want.get(g, [])) + int((grams == g).sum()) < m]
+        for g, t in adds:
+            want.setdefault(g, []).append(t)
+        new = np.array(sorted({g for g, _ in adds} - set(keys.tolist())), np.uint64)
+        at = np.searchsorted(keys, new)
+        keys = np.insert(keys, at, new)
+        blk = np.insert(blk, at, np.uint32(kernels.NO_BLOCK))
+        size = np.array([len(want[g]) for g in keys.tolist()], np.uint32)
+        pool.put(blk, size, np.searchsorted(keys, np.array([g for g, _ in adds], np.uint64)),
+                 np.array([t for _, t in adds], np.uint32))
+        for e, g in enumerate(keys.tolist()):
+            assert sorted(pool.of(int(blk[e]), int(size[e])).tolist()) == sorted(want[g])
+        # takes: some n-grams leave with their adoptions (block order)
+        gone = rng.random(len(keys)) < 0.1
+        held = [t for g in keys[gone].tolist()
+                for t in pool_order(want, g, pool, keys, blk, size)]
+        assert pool.take(blk[gone], size[gone].astype(np.int64)).tolist() == held
+        for g in keys[gone].tolist():
+            del want[g]
+        keys, blk, size = keys[~gone], blk[~gone], size[~gone]
+        free = pool.heads[-1]
+        assert free == pool.used - int(pool.caps[pool.cls_of[size]].sum())
+        if rnd % 10 == 9:
+            pool.heads[-1] = pool.used  # force a compaction
+            pool.compact(blk, size, m)
+            assert pool.used == len(pool.pool) == int(pool.caps[pool.cls_of[size]].sum())
+            for e, g in enumerate(keys.tolist()):
+                assert sorted(pool.of(int(blk[e]), int(size[e])).tolist()) == sorted(want[g])
+
+
+def pool_order(want: dict[int, list[int]], g: int, pool: cascades._Pool, keys: np.ndarray,
+               blk: np.ndarray, size: np.ndarray) -> list[int]:
+    """An n-gram's texts as its block holds them (checked equal to the dict's as a set)."""
+    e = int(np.searchsorted(keys, np.uint64(g)))
+    held = pool.of(int(blk[e]), int(size[e])).tolist()
+    assert sorted(held) == sorted(want[g])
+    return held
 
 
 def test_counted_is_the_tables_plain_update() -> None:
@@ -420,19 +479,23 @@ def test_counted_is_the_tables_plain_update() -> None:
         tn = rng.random(n_new) * 10
         want = {int(k): (int(s), float(t)) for k, s, t in zip(keys, size, last, strict=True)}
         was = {k: v[0] for k, v in want.items()}
+        blocks = {int(k): b for b, k in enumerate(keys.tolist())}
         firsts: dict[int, int] = {}
         for i, (g, t) in enumerate(zip(gn.tolist(), tn.tolist(), strict=True)):
             s0, t0 = want.get(g, (0, -np.inf))
             want[g] = (s0 + 1, max(t0, t))
             firsts.setdefault(g, i)
-        k2, s2, l2, cascade, crossed, first = kernels.counted(gn, tn, keys.copy(), size.copy(),
-                                                             last.copy(), m)
+        blk = np.arange(len(keys), dtype=np.uint32)
+        k2, s2, l2, b2, cascade, crossed, first, had = kernels.counted(
+            gn, tn, keys.copy(), size.copy(), last.copy(), blk, m)
         assert k2.tolist() == sorted(want)
         assert [(int(s), float(t)) for s, t in zip(s2, l2, strict=True)] == [
             want[k] for k in sorted(want)]
         assert cascade.tolist() == [want[g][0] >= m for g in gn.tolist()]
         cross = sorted(g for g in firsts if was.get(g, 0) < m <= want[g][0])
         assert crossed.tolist() == cross and first.tolist() == [firsts[g] for g in cross]
+        assert had.tolist() == [was.get(g, 0) for g in cross]
+        assert b2.tolist() == [blocks.get(k, kernels.NO_BLOCK) for k in k2.tolist()]
 
 
 def test_batch_ngrams_are_each_texts_kept_ngrams() -> None:
