@@ -133,6 +133,12 @@ class EngagementDetector:
         self._replies_upto: int | None = None  # last bucket whose reply share was judged
         # evidence of the last bucket whose new-agent rate was judged changed: its newcomers
         self._newcomers: dict | None = None
+        # the (current, reply horizon) buckets of the last findings, whether a bucket opened
+        # since, and whether those findings were none: the same bounds and no new bucket
+        # leave nothing to judge, and the same findings
+        self._scanned: tuple[int, int] | None = None
+        self._opened = False
+        self._quiet = False
 
     def update(self, item: Item) -> None:
         event, t = item.event, item.t
@@ -144,6 +150,7 @@ class EngagementDetector:
         b = self._buckets.get(idx)
         if b is None:
             b = self._buckets[idx] = _Bucket()
+            self._opened = True
         kind = type(event)
         if kind is PostEvent:
             b.posts += 1
@@ -195,6 +202,10 @@ class EngagementDetector:
     def findings(self, now: float) -> list[Finding]:
         cfg = self.cfg
         current = int(now // cfg.bucket_s)
+        horizon = int((now - cfg.reply_horizon_s) // cfg.bucket_s)
+        if self._quiet and not self._opened and self._scanned == (current, horizon):
+            return []  # (every bucket below both bounds was judged by the last call)
+        self._scanned, self._opened = (current, horizon), False
         for idx in sorted(i for i in self._buckets if i < current
                           and (self._closed_upto is None or i > self._closed_upto)):
             b = self._buckets[idx]
@@ -207,7 +218,6 @@ class EngagementDetector:
                     self._judge("new_agent_rate", idx, b.new_agents, b.posts)
                     if self._rates["new_agent_rate"].evidence is not None:
                         self._newcomers = build_evidence(b.newcomers, cfg=cfg.evidence)
-        horizon = int((now - cfg.reply_horizon_s) // cfg.bucket_s)
         for idx in sorted(i for i in self._buckets if i < horizon
                           and (self._replies_upto is None or i > self._replies_upto)):
             b = self._buckets.pop(idx)
@@ -222,6 +232,7 @@ class EngagementDetector:
                       if r.active == direction and r.evidence}
             if active:
                 out.append(self._finding(direction, word, active))
+        self._quiet = not out
         return out
 
     def _judge(self, name: str, idx: int, count: int, posts: int) -> None:

@@ -10,7 +10,8 @@ by the tokeniser), hashtags, and a text template (the first 40 all-letter words 
 so ``Mint CLAW [4CACeeJC]`` and ``Mint CLAW [62qoqi]`` share one). Each entity keeps its own
 per-bucket volume. Cost per text: substring tests on the raw text decide which token scans
 are needed (a dollar sign, a hash sign, ``tick``, a known top-level domain, a 32-character
-word); the template reads at most 64 words.
+word); the template reads at most 64 words. A judgement reads the ends of an entity's buckets
+and accounts (kept in time order; whole, once a post came late), not all of them.
 
 An entity surges when, in the current ``window_s``:
 
@@ -66,10 +67,10 @@ a judgement or an expiry needs it.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
+from hashlib import blake2b as _blake2b
 from operator import itemgetter
 
 import numpy as np
@@ -82,7 +83,7 @@ from detectors.evidence import (
     Sighting,
     build_evidence,
 )
-from detectors.surge_kernels import TLDS, candidates
+from detectors.surge_kernels import TLDS, candidates, marks
 from streams.events import AgentEvent, CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.text import Text
@@ -95,6 +96,13 @@ _OWN_HOSTS = ("moltbook.com", "www.moltbook.com")
 _HEX = frozenset("0123456789abcdef")
 _ALNUM_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 _MARKED = re.compile(r"([$#]) (\w+)")  # over tokens joined by spaces
+
+
+def _word_start(token: str) -> bool:
+    """Whether ``token`` is a word token (the regular expression engine's ``\\w``: what
+    ``str.isalnum`` says, or ``_``)."""
+    c = token[0]
+    return c.isalnum() or c == "_"
 
 
 def _ticker(word: str, max_len: int) -> bool:
@@ -145,24 +153,32 @@ def inscription(tokens: list[str]) -> dict[str, str]:
 def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], str | None]:
     """The entities of one text and its inscription signature (``p:op:tick:amt`` of a JSON
     inscription, None without one)."""
-    tokens = text.tokens
     out: set[str] = set()
     sig = None
     if "$" in raw or "#" in raw:
-        # a token ending in "$" or "#" then the next token (tokens never hold a space, so the
-        # joined tokens' "$ " and "# " are exactly those ends): one C-level scan
-        for mark, nxt in _MARKED.findall(" ".join(tokens)):
+        # a token ending in "$" or "#" then a word token: where every mark of the text is in a
+        # token of marks alone (compiled: by id), those; else the tokens joined by spaces,
+        # whose "$ " and "# " are exactly those ends (tokens never hold a space), in one
+        # C-level scan
+        at, held = marks(text.ids)
+        tokens = text.tokens
+        if held == raw.count("$") + raw.count("#"):
+            last = len(tokens) - 1
+            pairs = [(tokens[i][-1], tokens[i + 1]) for i in at.tolist()
+                     if i < last and _word_start(tokens[i + 1])]
+        else:
+            pairs = _MARKED.findall(" ".join(tokens))
+        for mark, nxt in pairs:
             if mark == "$":
                 if _ticker(nxt, 12):
                     out.add(f"token:{nxt.upper()}")
             elif _ticker(nxt, 40) and len(nxt) >= 3:
                 out.add(f"hashtag:{nxt}")
     # where the other scans can find something: one compiled pass over the ids and word views
-    pos, n_template, n_long, n_dots, tick = candidates(text.ids, text.word_lengths,
-                                                       text.word_alpha)
-    at = pos.tolist()
+    pos, n_template, spread, n_long, n_dots, tick = candidates(text.ids, text.word_lengths,
+                                                               text.word_alpha)
     if tick and ("tick" in raw or "TICK" in raw):
-        fields = inscription(tokens)
+        fields = inscription(text.tokens)
         tick_value = fields.get("tick", "")
         if 0 < len(tick_value) <= 16 and tick_value[0].isalnum():
             out.add(f"token:{tick_value.upper()}")
@@ -170,28 +186,33 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
             if op == "mint":
                 out.add(f"mint:{tick_value.upper()}")
             sig = ":".join(fields.get(k, "") for k in ("p", "op", "tick", "amt"))
-    dots = [i for i in at[n_template + n_long:] if tokens[i] == "." and tokens[i + 1] in _TLD_SET
-            and tokens[i - 1][0].isalnum()]
-    if dots and _TLD_RE.search(raw):
-        for i in dots:
-            j = i - 1  # the host: word (. word)* before the top-level domain
-            while j >= 2 and tokens[j - 1] in (".", "-") and tokens[j - 2][0].isalnum():
-                j -= 2
-            host = "".join(tokens[j:i + 2])
-            if host not in _OWN_HOSTS:
-                out.add(f"url:{host}")
     words = text.words
-    if n_long and len(raw) >= 32:  # a contract is a word token (ASCII letters and digits)
-        out.update(f"contract:{w}" for w in map(words.__getitem__, at[n_template:n_template
-                                                                      + n_long])
-                   if _contract(w))
-    if n_template >= min_template_words:
-        if at[n_template - 1] == n_template - 1:  # the first words, all letters: one slice
-            template = " ".join(words[:n_template])
-        else:
-            template = " ".join(itemgetter(*at[:n_template])(words)) if n_template > 1 \
-                else words[at[0]]
-        out.add(f"text:{hashlib.blake2b(template.encode(), digest_size=6).hexdigest()}")
+    if n_long or n_dots or spread:
+        at = pos.tolist()  # the long words, the dots, the template's words if spread
+        if n_dots:
+            tokens = text.tokens
+            dots = [i for i in at[n_long:n_long + n_dots] if tokens[i] == "."
+                    and tokens[i + 1] in _TLD_SET and tokens[i - 1][0].isalnum()]
+            if dots and _TLD_RE.search(raw):
+                for i in dots:
+                    j = i - 1  # the host: word (. word)* before the top-level domain
+                    while j >= 2 and tokens[j - 1] in (".", "-") \
+                            and tokens[j - 2][0].isalnum():
+                        j -= 2
+                    host = "".join(tokens[j:i + 2])
+                    if host not in _OWN_HOSTS:
+                        out.add(f"url:{host}")
+        if n_long and len(raw) >= 32:  # a contract is a word token (ASCII letters, digits)
+            out.update(f"contract:{w}" for w in map(words.__getitem__, at[:n_long])
+                       if _contract(w))
+        if spread and n_template >= min_template_words:
+            template = " ".join(itemgetter(*at[n_long + n_dots:])(words)) if n_template > 1 \
+                else words[at[-1]]
+            out.add(f"text:{_blake2b(template.encode(), digest_size=6).hexdigest()}")
+            return out, sig
+    if n_template >= min_template_words:  # the first words, all letters: one slice
+        template = " ".join(words[:n_template])
+        out.add(f"text:{_blake2b(template.encode(), digest_size=6).hexdigest()}")
     return out, sig
 
 
@@ -264,6 +285,10 @@ class _Entity:
     incident_agents: Counter[str] | None = None
     incident_first: dict[str, float] = field(default_factory=dict)  # agent -> first post time
     evidence: EvidenceCache | None = None  # made when its incident opens
+    volume: int = 1  # the posts its buckets count
+    # a post came older than its latest: the buckets and accounts are no longer in time order
+    # (a judgement then scans them whole instead of their ends)
+    late: bool = False
 
 
 class SurgeDetector:
@@ -284,7 +309,7 @@ class SurgeDetector:
         text = item.text
         if text is None:  # (posts and comments always have a Text: Item.of)
             event = item.event
-            if isinstance(event, AgentEvent) and event.created_at is not None:
+            if type(event) is AgentEvent and event.created_at is not None:
                 self._agent_created[event.name] = event.created_at.timestamp()
                 self._agent_created.move_to_end(event.name)
                 if len(self._agent_created) > self.cfg.max_agents:
@@ -293,7 +318,7 @@ class SurgeDetector:
         t = item.t
         if self._start is None or t < self._start:
             self._start = t
-        if text.tokens:
+        if len(text.ids):  # (any token: the strings themselves are read only where needed)
             raw = item.raw  # (a post's event.text builds title + body anew on each read)
             self._observe(t, item.author, item.event, text,
                           item.event.text if raw is None else raw)
@@ -311,7 +336,7 @@ class SurgeDetector:
         else:
             created = self._agent_created.get(author)
             new = None if created is None else (t - created) <= cfg.new_account_age_s
-        if isinstance(event, PostEvent):
+        if type(event) is PostEvent:  # (a pydantic model's isinstance is slower)
             post_id = thread = event.post_id
         else:
             post_id, thread = f"{event.post_id}/{event.comment_id}", event.post_id
@@ -335,15 +360,22 @@ class SurgeDetector:
             entities.move_to_end(name)
             if t > e.last_seen:
                 e.last_seen = t
+            elif t < e.last_seen:
+                e.late = True
             buckets = e.buckets
             if buckets and buckets[-2] == idx:
                 buckets[-1] += 1
             else:
                 buckets.extend((idx, 1))
+            e.volume += 1
             e.posts.append(post)  # (a bounded deque: the oldest post drops out)
             if author is not None:  # an unknown author adds volume, not an account
                 accounts = e.accounts
-                if author in accounts or len(accounts) < max_accounts:
+                if author in accounts:
+                    if not e.late:  # (moved to the end: the accounts stay in time order)
+                        del accounts[author]
+                    accounts[author] = t
+                elif len(accounts) < max_accounts:
                     accounts[author] = t
                 agents = e.incident_agents
                 if agents is not None and (author in agents or len(agents) < 1000):
@@ -370,7 +402,7 @@ class SurgeDetector:
             return []
         scored: list[tuple[_Entity, dict]] = []
         entities, few = self._entities, cfg.min_posts * 0.5
-        for name in self._dirty | self._reported:
+        for name in self._dirty | self._reported if self._reported else self._dirty:
             e = entities.get(name)
             if type(e) is _Post:
                 if few > 1:
@@ -409,9 +441,19 @@ class SurgeDetector:
         it keeps enough recent posts for the lowest bar)."""
         cfg = self.cfg
         w_start = now - cfg.window_s
-        for a, t in list(e.accounts.items()):
-            if t <= w_start:
-                del e.accounts[a]
+        accounts = e.accounts
+        if e.late:
+            for a, t in list(accounts.items()):
+                if t <= w_start:
+                    del accounts[a]
+        else:  # in time order: those of the window are a tail
+            stale = []
+            for a, t in accounts.items():
+                if t > w_start:
+                    break
+                stale.append(a)
+            for a in stale:
+                del accounts[a]
         ongoing = e.name in self._reported
         start = self._start if self._start is not None else e.first_seen
         novel = e.first_seen - start >= cfg.warmup_s and now - e.first_seen <= cfg.novel_s
@@ -421,16 +463,27 @@ class SurgeDetector:
         low = 0.5 if ongoing else 1.0 if novel else min(1.0, cfg.established_factor)
         if len(e.accounts) < cfg.min_accounts * low:
             return None
-        count_w = prev_w = base = 0.0
-        pairs = iter(e.buckets)
-        for idx, n in zip(pairs, pairs, strict=True):  # (float sums of int counts: exact)
-            at = idx * cfg.bucket_s  # (the bucket's start)
-            if at >= w_start:
-                count_w += n
-            else:
-                base += n
-                if at >= w_start - cfg.window_s:
-                    prev_w += n
+        count_w = prev_w = base = 0.0  # (float sums of int counts: exact in any order)
+        buckets, bucket_s, p_start = e.buckets, cfg.bucket_s, w_start - cfg.window_s
+        if e.late:
+            pairs = iter(buckets)
+            for idx, n in zip(pairs, pairs, strict=True):
+                at = idx * bucket_s  # (the bucket's start)
+                if at >= w_start:
+                    count_w += n
+                else:
+                    base += n
+                    if at >= p_start:
+                        prev_w += n
+        else:  # in time order: the window's buckets, then the previous window's, end it
+            i = len(buckets) - 2
+            while i >= 0 and buckets[i] * bucket_s >= w_start:
+                count_w += buckets[i + 1]
+                i -= 2
+            while i >= 0 and buckets[i] * bucket_s >= p_start:
+                prev_w += buckets[i + 1]
+                i -= 2
+            base = e.volume - count_w
         observed = min(cfg.baseline_s, w_start - max(e.first_seen, start))
         expected = base * cfg.window_s / max(observed, cfg.window_s)
         # hysteresis: an open incident holds at half the bar; an established entity needs more,
@@ -543,7 +596,7 @@ class SurgeDetector:
         for name in stale:
             del entities[name]
             self._reported.discard(name)
-        for name in self._dirty | self._reported:
+        for name in self._dirty | self._reported if self._reported else self._dirty:
             e = entities.get(name)
             if e is None:
                 continue
@@ -554,7 +607,7 @@ class SurgeDetector:
             buckets, posts = e.buckets, e.posts
             while buckets and buckets[0] < first_bucket:
                 buckets.popleft()
-                buckets.popleft()
+                e.volume -= buckets.popleft()
             while posts and posts[0].t <= kept_after:
                 posts.popleft()
         self._expired_at = now

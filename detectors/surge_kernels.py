@@ -10,12 +10,15 @@ in (a call passes only the text's three arrays: each argument costs the dispatch
 
 >>> from streams.text import Text
 >>> text = Text.of("gm 0x" + "a" * 40 + " on mbc20.xyz tick")
->>> pos, n_template, n_long, n_dots, tick = candidates(text.ids, text.word_lengths,
-...                                                    text.word_alpha)
+>>> pos, n_template, spread, n_long, n_dots, tick = candidates(text.ids, text.word_lengths,
+...                                                            text.word_alpha)
 >>> text.tokens
 ['gm', '0xaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'on', 'mbc20', '.', 'xyz', 'tick']
->>> pos.tolist(), n_template, n_long, n_dots, tick  # words gm on xyz tick; the address; the dot
-([0, 2, 4, 5, 1, 4], 4, 1, 1, True)
+>>> pos.tolist(), n_template, spread, n_long, n_dots, tick  # the address; the dot; words gm on..
+([1, 4, 0, 2, 4, 5], 4, True, 1, 1, True)
+>>> text = Text.of("gm all . xyz")  # the template is the first words: not listed
+>>> candidates(text.ids, text.word_lengths, text.word_alpha)
+(array([2]), 3, False, 0, 1, False)
 """
 
 from __future__ import annotations
@@ -32,34 +35,36 @@ TEMPLATE_SCAN, TEMPLATE_WORDS = 64, 40  # the template: first 40 all-letter of t
 CONTRACT_MIN = 32  # code points of the shortest contract (base58 32-44, EVM 42)
 # "." then "tick" then the top-level domains (uint64 in one array: compared as uint64)
 _IDS = token_ids([".", "tick", *TLDS])
+# the tokens that are marks alone (a ticker's "$", a hashtag's or a heading's "#"), and the
+# marks each holds
+MARKS = ("$", "#", "##", "###", "####", "$$")
+_MARK_IDS = token_ids(list(MARKS))
+_MARK_COUNTS = np.array([len(m) for m in MARKS], np.int64)
 
-_RESULT = numba.types.Tuple((I64, INT, INT, INT, BOOL))
+_RESULT = numba.types.Tuple((I64, INT, BOOL, INT, INT, BOOL))
+_MARKS_RESULT = numba.types.Tuple((I64, INT))
 
 
 @numba.njit(_RESULT(U64, I64, B1), cache=True)
 def candidates(ids: np.ndarray, word_lens: np.ndarray, word_alpha: np.ndarray,
-               ) -> tuple[np.ndarray, int, int, int, bool]:
-    """Positions, in one array: the template's words (the first ``TEMPLATE_WORDS`` all-letter
-    words among the first ``TEMPLATE_SCAN`` words), then the words at least ``CONTRACT_MIN``
-    code points long, then the tokens ``i`` (1 <= i < n - 1) that are ``"."`` followed by one
-    of ``TLDS``; the three counts; whether a token is ``tick``."""
+               ) -> tuple[np.ndarray, int, bool, int, int, bool]:
+    """Positions, in one array: the words at least ``CONTRACT_MIN`` code points long, then the
+    tokens ``i`` (1 <= i < n - 1) that are ``"."`` followed by one of ``TLDS``, then the
+    template's words (the first ``TEMPLATE_WORDS`` all-letter words among the first
+    ``TEMPLATE_SCAN`` words) unless they are the first words themselves (``spread`` False: the
+    caller takes them as one slice, and the array it converts stays short); the template's
+    count, ``spread``, the other two counts; whether a token is ``tick``."""
     template_scan, template_words, long_word = TEMPLATE_SCAN, TEMPLATE_WORDS, CONTRACT_MIN
     dot, tick, domains = _IDS[0], _IDS[1], _IDS[2:]
     n, nw = len(ids), len(word_lens)
-    pos = np.empty(min(nw, template_scan, template_words) + nw + n, np.int64)
+    n_template = min(nw, template_scan, template_words)
+    pos = np.empty(n_template + nw + n, np.int64)
     k = 0
-    for w in range(min(nw, template_scan)):
-        if word_alpha[w]:
-            pos[k] = w
-            k += 1
-            if k == template_words:
-                break
-    n_template = k
     for w in range(nw):
         if word_lens[w] >= long_word:
             pos[k] = w
             k += 1
-    n_long = k - n_template
+    n_long = k
     has_tick = False
     for i in range(n):
         t = ids[i]
@@ -72,4 +77,39 @@ def candidates(ids: np.ndarray, word_lens: np.ndarray, word_alpha: np.ndarray,
                     pos[k] = i
                     k += 1
                     break
-    return pos[:k], n_template, n_long, k - n_template - n_long, has_tick
+    n_dots = k - n_long
+    spread = False
+    for w in range(min(nw, template_scan)):
+        if word_alpha[w]:
+            pos[k] = w
+            spread = spread or w != k - n_long - n_dots
+            k += 1
+            if k - n_long - n_dots == template_words:
+                break
+    n_template = k - n_long - n_dots
+    return pos[:k if spread else n_long + n_dots], n_template, spread, n_long, n_dots, has_tick
+
+
+@numba.njit(_MARKS_RESULT(U64), cache=True)
+def marks(ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """The positions of the tokens that are one of ``MARKS``, and the ``$`` and ``#`` they
+    hold: when the text holds no other (the caller counts its own), a token ending in a mark
+    is one of these.
+
+    >>> from streams.text import Text
+    >>> text = Text.of("## GM $claw ($pepe")
+    >>> text.tokens, marks(text.ids)
+    (['##', 'gm', '$', 'claw', '($', 'pepe'], (array([0, 2]), 3))
+    """
+    mark_ids, counts = _MARK_IDS, _MARK_COUNTS
+    pos = np.empty(len(ids), np.int64)
+    k = held = 0
+    for i in range(len(ids)):
+        t = ids[i]
+        for j in range(len(mark_ids)):
+            if t == mark_ids[j]:
+                pos[k] = i
+                k += 1
+                held += counts[j]
+                break
+    return pos[:k], held
