@@ -86,7 +86,7 @@ def inserted(column: np.ndarray, values: np.ndarray, pos: np.ndarray,
     return out
 
 
-@numba.njit([(U32, I64, U32, I64, U32)], cache=True)
+@numba.njit([(U32, U32, U32, U32, U32)], cache=True)
 def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2: np.ndarray,
                    text_agent: np.ndarray) -> np.ndarray:
     """Two levels of the cascades' store (texts in segments ``indptr``, each sorted by the
@@ -95,8 +95,8 @@ def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2:
     out = np.empty(len(ev) + len(ev2), np.uint32)
     o = 0
     for c in range(len(indptr) - 1):
-        i, end = indptr[c], indptr[c + 1]
-        j, end2 = indptr2[c], indptr2[c + 1]
+        i, end = np.int64(indptr[c]), np.int64(indptr[c + 1])
+        j, end2 = np.int64(indptr2[c]), np.int64(indptr2[c + 1])
         while i < end and j < end2:
             if text_agent[ev[i]] < text_agent[ev2[j]]:
                 out[o] = ev[i]
@@ -112,7 +112,7 @@ def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2:
     return out
 
 
-@numba.njit([(U32, I64, I64, I64, U32)], cache=True)
+@numba.njit([(U32, U32, I64, I64, U32)], cache=True)
 def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.ndarray,
                  text_agent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(found, position when found else insertion point) of (cascade, agent) pairs in one
@@ -124,7 +124,7 @@ def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.
     pos = np.empty(n, np.int64)
     for i in range(n):
         c = cno[i]
-        lo, end = indptr[c], indptr[c + 1]
+        lo, end = np.int64(indptr[c]), np.int64(indptr[c + 1])
         a = agent[i]
         if i and c == cno[i - 1] and a > agent[i - 1]:
             lo = pos[i - 1]

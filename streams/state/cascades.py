@@ -75,7 +75,7 @@ adopter count, last adoption, block) plus a non-cascade's block in the pool: 4 b
 the block under twice its adoptions (the smallest capacity that holds them), free blocks at
 most a quarter of the pool and the pool at most a quarter over its used entries (~7 bytes an
 adoption of a non-cascade at 100k real-text events, where a sorted (id, text) store took 12);
-4 bytes per cascade adoption (its text) and 16 per cascade plus 8 a non-empty level
+4 bytes per cascade adoption (its text) and 16 per cascade plus 4 a non-empty level
 of its store plus its words; 12
 bytes per text (time and agent); the buffer (~10 bytes a buffered pair: word ids and the
 texts' word lists). When full, the n-grams that are not cascades with the fewest adopters
@@ -84,7 +84,7 @@ blocks freed);
 ``cascade_ngrams_evicted_total`` and ``cascade_evicted_adopters_max`` say what was lost: sizes
 are exact for every n-gram never evicted, and an evicted n-gram that comes back restarts with
 at most that many adopters missing. Cascades themselves are never evicted (their adoptions are
-the cascade): memory = table + ~5 bytes x total cascade size + 16 bytes, 8 a level and the
+the cascade): memory = table + ~5 bytes x total cascade size + 16 bytes, 4 a level and the
 words a cascade + 12 bytes a text. Agents are indexed once (~100 bytes each, the society's size).
 
 >>> from datetime import datetime, timezone
@@ -147,7 +147,7 @@ BYTES_PER_POOLED = 4  # an entry of the pool of blocks: a non-cascade's adoption
 BYTES_PER_CASCADE_ADOPTION = 4  # a cascade's: its text of first use (the agent is the text's)
 BYTES_PER_TEXT = 8 + 4  # each text's time and agent (first uses refer to their text)
 BYTES_PER_CASCADE = 8 + 4 + 4  # id, words number, words end
-BYTES_PER_LEVEL_CASCADE = 8  # a cascade's segment start in one level of its store
+BYTES_PER_LEVEL_CASCADE = 4  # a cascade's segment start in one level of its store
 MERGE_MIN = 1024  # cascade adoptions held in level 0 before a first merge
 GROWTH = 8  # a level's bound / the previous one's
 
@@ -403,14 +403,14 @@ class _Cascades:
     level 0; a level over its bound is merged into the next one (one pass over both), so an
     adoption is rewritten O(GROWTH) times a level, O(log adoptions) levels: a flush costs
     O(its adoptions x log adoptions) amortised, whatever the store's size. Searched level by
-    level; 8 bytes a cascade a level besides the 4 an adoption (an empty level but the first
-    has no segment starts: ``ptrs[i]`` empty)."""
+    level; 4 bytes a cascade a level (uint32: under 2^32 adoptions) besides the 4 an adoption
+    (an empty level but the first has no segment starts: ``ptrs[i]`` empty)."""
 
     __slots__ = ("evs", "ptrs")
 
     def __init__(self) -> None:
         self.evs = [np.empty(0, np.uint32)]
-        self.ptrs = [np.zeros(1, np.int64)]
+        self.ptrs = [np.zeros(1, np.uint32)]
 
     def __len__(self) -> int:
         return sum(len(ev) for ev in self.evs)
@@ -425,8 +425,8 @@ class _Cascades:
                 continue
             lens = np.zeros(len(old), np.int64)
             lens[old] = np.diff(ptr)
-            self.ptrs[level] = np.zeros(len(old) + 1, np.int64)
-            np.cumsum(lens, out=self.ptrs[level][1:])
+            self.ptrs[level] = np.zeros(len(old) + 1, np.uint32)
+            self.ptrs[level][1:] = np.cumsum(lens)
 
     def find(self, cno: np.ndarray, agent: np.ndarray, text_agent: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray]:
@@ -462,8 +462,11 @@ class _Cascades:
         points in level 0 (as :meth:`find` gives them); merge each level over its bound into
         the next one."""
         if len(cno):
+            if len(self) + len(cno) >= 2**32:
+                raise ValueError("more than 2^32 cascade adoptions")
             self.evs[0] = inserted(self.evs[0], texts, pos)
-            self.ptrs[0][1:] += np.cumsum(np.bincount(cno, minlength=len(self.ptrs[0]) - 1))
+            self.ptrs[0][1:] += np.cumsum(np.bincount(cno, minlength=len(self.ptrs[0]) - 1)
+                                          ).astype(np.uint32)
         for level in range(len(self.evs)):
             if len(self.evs[level]) <= MERGE_MIN * GROWTH ** (level + 1):
                 break
@@ -478,7 +481,7 @@ class _Cascades:
                                                      self.ptrs[level + 1], text_agent)
                 self.ptrs[level + 1] = ptr + self.ptrs[level + 1]
             self.evs[level] = np.empty(0, np.uint32)
-            self.ptrs[level] = np.zeros(len(ptr) if level == 0 else 0, np.int64)
+            self.ptrs[level] = np.zeros(len(ptr) if level == 0 else 0, np.uint32)
 
     def of(self, number: int) -> np.ndarray:
         """Texts of first use of one cascade's adoptions (each level's in agent order)."""
@@ -721,7 +724,7 @@ class CascadeEngine:
             jkey = (jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt]
             order, jkey = argsort_keys(jkey)
             jc, jt = jc[order], jt[order]
-            adds.append((jc, jt, self._big.ptrs[0][jc]))
+            adds.append((jc, jt, self._big.ptrs[0][jc].astype(np.int64)))
             c0, t0 = adds[0][:2]
             order = merge_order((c0.astype(np.uint64) << np.uint64(32)) | self._ta[t0],
                                 jkey)

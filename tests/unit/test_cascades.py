@@ -349,7 +349,7 @@ def test_kernels_match_numpy() -> None:
         texts = rng.choice(600, k, replace=False)
         segs.append(texts[np.unique(text_agent[texts], return_index=True)[1]])
     ev = np.concatenate(segs).astype(np.uint32)
-    indptr = np.r_[0, np.cumsum([len(x) for x in segs])]
+    indptr = np.r_[0, np.cumsum([len(x) for x in segs])].astype(np.uint32)
     cno = np.sort(rng.integers(0, 12, 300))
     agent = rng.integers(0, 52, 300)
     order = np.lexsort((agent, cno))
@@ -365,7 +365,7 @@ def test_kernels_match_numpy() -> None:
              for seg, texts in zip(segs, np.split(rng.permutation(600), 12), strict=True)]
     segs2 = [t[np.unique(text_agent[t], return_index=True)[1]] for t in segs2]
     ev2 = np.concatenate(segs2).astype(np.uint32)
-    indptr2 = np.r_[0, np.cumsum([len(x) for x in segs2])]
+    indptr2 = np.r_[0, np.cumsum([len(x) for x in segs2])].astype(np.uint32)
     merged = kernels.merge_segments(ev, indptr, ev2, indptr2, text_agent)
     for c in range(12):
         lo, hi = indptr[c] + indptr2[c], indptr[c + 1] + indptr2[c + 1]
