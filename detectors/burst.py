@@ -41,11 +41,12 @@ the first ``evidence_texts`` adopters after the first (the first's text is not k
 record holds its time, author and id, and it leads the timeline), and the timeline of every
 adopter's first use; rebuilt at most once a minute of event time.
 
-Memory: the distinct n-grams of ``memory_s`` (25 bytes a slot, 1.5 to 6 slots an n-gram: the
-table, of 3/4 of a power of two ``2 ** bits`` slots, is rebuilt when its n-grams would pass
-``2 ** (bits - 1)``, to under ``2 ** (bits - 2)``, a load of 2/3 at most; a checkpoint pickles
-the used slots only, 25 bytes an n-gram; over ``max_seen`` n-grams the least recently seen go
-first, ties by id, the only departure from the definition),
+Memory: the distinct n-grams of ``memory_s`` (20 bytes a slot, 1.5 to 2.25 slots an n-gram
+held: the slots grow by half when the n-grams held would pass 2/3 of them; the table is rebuilt,
+the n-grams unseen for ``memory_s`` dropped, when those held would pass ``2 ** (bits - 1)``,
+to under ``2 ** (bits - 2)``, and once a ``memory_s``; a checkpoint pickles the used slots
+only, 20 bytes an n-gram; over ``max_seen`` n-grams the least recently seen go first, ties by
+id, the only departure from the definition),
 one record per text within ``max_age_s`` that gave birth to n-grams, and the adopters (at most
 ``max_adopters``) and the first ``evidence_texts`` adopters' texts (400 characters each) of
 the young n-grams with three or more uses (with two: a 3-tuple, beside one tuple a promoting
@@ -139,48 +140,64 @@ _Single = tuple[_Record, _Promoter, int]
 
 class _SeenTable:
     """Open-addressing hash table (linear probing) over NumPy arrays: n-gram id -> time last
-    seen, record of the text that gave it birth (-1: none, or never a burst), young flag;
-    3/4 of ``2 ** bits`` slots, holding at most ``2 ** (bits - 1)`` keys (a load of 2/3 at
-    most). The four are the fields of one packed 25-byte record a slot (``keys``, ``last``,
-    ``rec`` and ``young`` are views of them): a look-up reads one place of a table far larger
-    than the cache, not four. Lookups and inserts are compiled (:mod:`detectors.burst_kernels`);
-    dead entries (unseen for ``memory_s``) are dropped when the table is rebuilt, which happens
-    when its keys would pass ``2 ** (bits - 1)``. Pickled, it keeps only its used slots (a
-    checkpoint holds 25 bytes an n-gram): which slot holds a key changes no outcome."""
+    seen, record of the text that gave it birth (-1: none, or never a burst) and young flag
+    (``ry``: twice the record plus the flag, 32 bits; the detector keeps record numbers under
+    ``2 ** 30``). The three are the fields of one packed 20-byte record a slot (``keys``,
+    ``last`` and ``ry`` are views of them): a look-up reads one place of a table far larger
+    than the cache, not three. Lookups and inserts are compiled
+    (:mod:`detectors.burst_kernels`).
 
-    _FIELDS = ("keys", "last", "rec", "young")
-    _SLOT = np.dtype([("keys", np.uint64), ("last", np.float64), ("rec", np.int64),
-                      ("young", bool)])  # packed: fields unaligned, 25 bytes
+    Two sizes: ``2 ** (bits - 1)`` keys is the capacity that decides when the table is rebuilt
+    (dead entries, unseen for ``memory_s``, dropped: over ``max_seen`` keys which go depends on
+    when, so that schedule is the definition's); the slots are only as many as the keys held
+    need (``cap``, at most 2/3 of them: a load of 2/3 at most), grown with every key kept as
+    keys come, up to 3/4 of ``2 ** bits``. Pickled, it keeps only its used slots (a checkpoint
+    holds 20 bytes an n-gram): which slot holds a key changes no outcome."""
+
+    _FIELDS = ("keys", "last", "ry")
+    _SLOT = np.dtype([("keys", np.uint64), ("last", np.float64),
+                      ("ry", np.int32)])  # packed: fields unaligned, 20 bytes
+    _MIN_SLOTS = 3072
+    _ROOM = 2.25  # slots a key held when (re)sized: a load of 4/9, grown by half at 2/3
 
     def __init__(self, bits: int = 12) -> None:
-        self._alloc(bits)
+        self._alloc(bits, 0)
         self.count = 0
 
-    def _alloc(self, bits: int) -> None:
+    def _alloc(self, bits: int, keys: int) -> None:
+        """Slots for ``keys`` keys and more (``cap`` in all), empty."""
         self.bits = bits
+        m = min(3 << (bits - 2), max(self._MIN_SLOTS, int(self._ROOM * keys)))
+        self.cap = min(1 << (bits - 1), 2 * m // 3)
         # zeroed pages the OS maps on first touch: an empty slot's fields are never read (an
-        # insert writes them), bar young, which starts False
-        self.slots = np.zeros(3 << (bits - 2), self._SLOT)
+        # insert writes them), bar the young flag, which starts False
+        self.slots = np.zeros(m, self._SLOT)
         self.keys = self.slots["keys"]  # 0: empty (id 0 is stored as 1)
         self.last = self.slots["last"]
-        self.rec = self.slots["rec"]
-        self.young = self.slots["young"]
+        self.ry = self.slots["ry"]
 
     def __getstate__(self) -> dict[str, object]:
         used = self.keys != 0
         return {"bits": self.bits, **{f: getattr(self, f)[used] for f in self._FIELDS}}
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        bits = state["bits"]
-        assert isinstance(bits, int)
-        self._alloc(bits)
+        bits, keys = state["bits"], state["keys"]
+        assert isinstance(bits, int) and isinstance(keys, np.ndarray)
+        self._alloc(bits, len(keys))
         self.count = 0
         self._put(*(state[f] for f in self._FIELDS))  # type: ignore[arg-type]
 
-    def _put(self, keys: np.ndarray, last: np.ndarray, rec: np.ndarray,
-             young: np.ndarray) -> None:
-        kernels.put(self.keys, self.last, self.rec, self.young, keys, last, rec, young)
+    def _put(self, keys: np.ndarray, last: np.ndarray, ry: np.ndarray) -> None:
+        kernels.put(self.keys, self.last, self.ry, keys, last, ry)
         self.count += len(keys)
+
+    def young(self, slots: np.ndarray) -> np.ndarray:
+        """The young flags of ``slots``."""
+        return (self.ry[slots] & 1).astype(bool)
+
+    def unflag(self, slots: np.ndarray) -> None:
+        """No longer young."""
+        self.ry[slots] &= -2
 
     def find(self, keys: np.ndarray) -> np.ndarray:
         """Slot of each (non-zero) key, -1 when absent."""
@@ -188,28 +205,34 @@ class _SeenTable:
 
     def insert(self, keys: np.ndarray) -> np.ndarray:
         """Slots for distinct keys known to be absent (the caller keeps them within
-        capacity)."""
+        ``cap``)."""
         return self.locate(keys)[0]
 
     def locate(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Slot of each distinct non-zero key, inserting the absent ones (the caller keeps them
-        within capacity), and which were absent."""
+        within ``cap``), and which were absent."""
         out, absent = kernels.locate(self.keys, keys)
         self.count += int(absent.sum())
         return out, absent
 
     def reserve(self, extra: int, now: float, memory_s: float, max_seen: int,
                 force: bool = False) -> bool:
-        """Room for ``extra`` new keys (at most ``2 ** (bits - 1)`` keys in all): drop the dead
-        (unseen within ``memory_s`` of ``now``) and, over ``max_seen``, the least recently seen;
-        grow if need be. Whether the table was rebuilt."""
+        """Room for ``extra`` new keys (within ``cap``): past ``2 ** (bits - 1)`` keys in all
+        (or forced), a rebuild that drops the dead (unseen within ``memory_s`` of ``now``) and,
+        over ``max_seen``, the least recently seen, and grows if need be; else more slots if
+        need be, every key kept. Whether the table was rebuilt."""
         if 2 * (self.count + extra) <= 1 << self.bits and not force:
+            if self.count + extra > self.cap:
+                kept = self.slots[self.keys != 0]
+                self._alloc(self.bits, self.count + extra)
+                self.count = 0
+                self._put(*(kept[f] for f in self._FIELDS))
             return False
         kept = self.slots[(self.keys != 0) & (self.last >= now - memory_s)]
         if len(kept) > max_seen:  # the most recently seen (ties by key: layout-independent)
             kept = kept[np.lexsort((kept["keys"], kept["last"]))[len(kept) - max_seen:]]
         bits = max(12, int(4 * (len(kept) + extra)).bit_length())  # under 2 ** (bits - 2) after
-        self._alloc(bits)
+        self._alloc(bits, len(kept) + extra)
         self.count = 0
         self._put(*(kept[f] for f in self._FIELDS))
         return True
@@ -245,6 +268,7 @@ _T, _GRAMS, _WARM = itemgetter(0), itemgetter(3), itemgetter(5)  # fields of a _
 
 class BurstDetector:
     type = "burst"
+    _rec_limit = 1 << 30  # record numbers stay under it (the seen table keeps 30 bits)
 
     def __init__(self, config: BurstConfig | None = None) -> None:
         self.cfg = config or BurstConfig()
@@ -298,6 +322,10 @@ class BurstDetector:
             return
         cfg, table = self.cfg, self._table
         n = len(buf)
+        if self._record_base + len(self._records) + n >= self._rec_limit:
+            self._renumber()
+            assert self._record_base + len(self._records) + n < self._rec_limit, \
+                "more records within max_age_s than record numbers"
         lens = np.fromiter(map(_GRAMS, buf), np.int64, n)
         times = np.fromiter(map(_T, buf), np.float64, n)
         warm = np.fromiter(map(_WARM, buf), bool, n)
@@ -315,7 +343,7 @@ class BurstDetector:
         while True:
             distinct, inserted, births, keys, promote, texts, pos, recs = kernels.flush(
                 lens, times, warm, authors, who, words, word_at, _STOP_IDS, cfg.n,
-                table.keys, table.last, table.rec, table.young, table.bits, table.count,
+                table.keys, table.last, table.ry, table.cap, table.count,
                 cfg.memory_s, self._record_base, self._record_base + len(self._records),
                 self._rec_t, self._rec_a, self._arr_base, cfg.max_age_s, self._orphans)
             if inserted >= 0:
@@ -395,7 +423,7 @@ class BurstDetector:
         ids = np.fromiter(self._young, np.uint64, len(self._young))
         at = self._table.find(ids)
         flagged = np.zeros(len(ids), bool)
-        flagged[at >= 0] = self._table.young[at[at >= 0]]
+        flagged[at >= 0] = self._table.young(at[at >= 0])
         self._orphans = np.sort(ids[~flagged])
 
     def _add_record(self, b: _Text) -> None:
@@ -457,9 +485,20 @@ class BurstDetector:
         if gone:
             ids = np.array(gone, np.uint64)
             at = self._table.find(ids)
-            self._table.young[at[at >= 0]] = False
+            self._table.unflag(at[at >= 0])
             if len(self._orphans):
                 self._orphans = self._orphans[~np.isin(self._orphans, ids)]
+
+    def _renumber(self) -> None:
+        """Record numbers from 1 again: those from ``_arr_base`` on (their times and authors
+        still in the arrays) shift down, the older ones become 0 (to the flush kernel they are
+        all alike: below ``_arr_base``, never live)."""
+        shift = self._arr_base - 1
+        ry = self._table.ry
+        r = ry >> 1
+        ry[:] = np.where(r >= self._arr_base, r - shift, np.minimum(r, 0)) * 2 | (ry & 1)
+        self._record_base -= shift
+        self._arr_base = 1
 
     def _compact_records(self) -> None:
         """Drop the arrays' dropped records and renumber the authors of the live ones."""

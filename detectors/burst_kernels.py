@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import types
 
-from streams.kernels import B1, B1_A, F64, F64_A, FLOAT, I64, I64_A, INT, U64, U64_A
+from streams.kernels import B1, F64, F64_A, FLOAT, I64, INT, U64, U64_A
 from streams.textscan import K
 
 MIX = np.uint64(0x9E3779B97F4A7C15)
+I32_A = types.Array(types.int32, 1, "A")
 
 
 @numba.njit(cache=True, inline="always")
@@ -93,16 +95,14 @@ def find(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return out
 
 
-@numba.njit([(U64_A, F64_A, I64_A, B1_A, U64_A, F64_A, I64_A, B1_A)], cache=True)
-def put(keys: np.ndarray, last: np.ndarray, rec: np.ndarray, young: np.ndarray,
-        src_keys: np.ndarray, src_last: np.ndarray, src_rec: np.ndarray,
-        src_young: np.ndarray) -> None:
+@numba.njit([(U64_A, F64_A, I32_A, U64_A, F64_A, I32_A)], cache=True)
+def put(keys: np.ndarray, last: np.ndarray, ry: np.ndarray, src_keys: np.ndarray,
+        src_last: np.ndarray, src_ry: np.ndarray) -> None:
     """Insert the distinct keys ``src_keys``, absent from the table, with their fields."""
     for j in range(len(src_keys)):
         s, _ = _slot(keys, src_keys[j])
         last[s] = src_last[j]
-        rec[s] = src_rec[j]
-        young[s] = src_young[j]
+        ry[s] = src_ry[j]
 
 
 @numba.njit(cache=True)
@@ -112,19 +112,19 @@ def _member(sorted_keys: np.ndarray, k: np.uint64) -> bool:
     return j < len(sorted_keys) and sorted_keys[j] == k
 
 
-@numba.njit([(I64, F64, B1, I64, I64, U64, I64, U64, INT, U64_A, F64_A, I64_A, B1_A, INT,
-               INT, FLOAT, INT, INT, F64, I64, INT, FLOAT, U64)], cache=True)
+@numba.njit([(I64, F64, B1, I64, I64, U64, I64, U64, INT, U64_A, F64_A, I32_A, INT, INT,
+               FLOAT, INT, INT, F64, I64, INT, FLOAT, U64)], cache=True)
 def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
           authors: np.ndarray, who: np.ndarray, words: np.ndarray, word_at: np.ndarray,
           stop: np.ndarray, n_words: int, keys: np.ndarray, last: np.ndarray,
-          rec: np.ndarray, young: np.ndarray, bits: int, count: int, memory_s: float,
+          ry: np.ndarray, cap: int, count: int, memory_s: float,
           record_base: int, next_record: int, rec_t: np.ndarray, rec_a: np.ndarray,
           arr_base: int, max_age_s: float, orphans: np.ndarray) -> tuple[
               int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
               np.ndarray]:
-    """One batch against the seen table (``keys``, ``last``, ``rec``, ``young``: ``count``
-    keys held, 2 ** ``bits`` their capacity, of which the table holds 3/4 as slots), as one
-    text at a time in order would.
+    """One batch against the seen table (``keys``, ``last``, ``ry``: ``count`` keys held,
+    ``cap`` at most; ``ry`` is twice the record plus the young flag), as one text at a time
+    in order would.
 
     The batch: text after text, ``lens`` n-grams each, its time, warm-up flag, author number
     (``authors``: that of the records, -2 for an author without one, -1 for none), author
@@ -153,8 +153,8 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
 
     Returns (distinct n-grams of the batch, keys inserted, texts that gave births, and the
     actions in text order: key, whether a promotion (else an adoption), text, position,
-    record). When the distinct n-grams would take the keys over half the capacity, nothing is
-    done (inserted -1): the caller makes room and calls again."""
+    record). When the distinct n-grams would take the keys over ``cap``, nothing is done
+    (inserted -1): the caller makes room and calls again."""
     n = lens.sum()
     lbits = 4
     while (1 << lbits) < 2 * n:
@@ -205,7 +205,7 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
             occ_grp[n_occ] = g
             n_occ += 1
     none = np.empty(0, np.int64)
-    if 2 * (count + n_grp) > (1 << bits):
+    if count + n_grp > cap:
         return (n_grp, -1, none, np.empty(0, np.uint64), np.empty(0, np.bool_), none, none,
                 none)
 
@@ -219,21 +219,22 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
     # found there with its young flag (nothing is removed here, and no flag changes)
     m = np.uint64(len(keys))
     home_key = np.empty(n_grp, np.uint64)
-    home_young = np.empty(n_grp, np.bool_)
+    home_ry = np.empty(n_grp, np.int32)
     for g in range(n_grp):
         s = _at(grp_key[g], m)
         grp_slot[g] = s
         home_key[g] = keys[s]
-        home_young[g] = young[s]
+        home_ry[g] = ry[s]
     inserted = 0
     for g in range(n_grp):
         if home_key[g] == grp_key[g]:
             s, absent = grp_slot[g], False
-            grp_young[g] = home_young[g]
+            got = home_ry[g]
         else:
             s, absent = _slot(keys, grp_key[g])
             grp_slot[g] = s
-            grp_young[g] = young[s]
+            got = ry[s]
+        grp_young[g] = (got & 1) != 0
         i = occ_text[grp_first[g]]
         if absent:
             inserted += 1
@@ -244,7 +245,7 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
             old = times[i] - before <= memory_s
         last[s] = max(before, grp_tmax[g])
         if old:
-            grp_rec[g] = rec[s]
+            grp_rec[g] = got >> 1
         else:
             fresh[g] = True
             grp_rec[g] = -1
@@ -257,7 +258,8 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
     for g in range(n_grp):
         if fresh[g]:
             grp_rec[g] = number[occ_text[grp_first[g]]]
-        rec[grp_slot[g]] = grp_rec[g]
+        s = grp_slot[g]
+        ry[s] = (grp_rec[g] << 1) | (ry[s] & 1)
 
     may = np.zeros(n_grp, np.bool_)
     use = np.zeros(n_occ, np.bool_)
@@ -315,11 +317,11 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
                 live = stops * 2 <= n_words  # over half stop-words: never a burst
             done[g] = True
             if not live:
-                rec[grp_slot[g]] = -1
+                ry[grp_slot[g]] |= -2  # record -1, young flag kept
                 continue
             adopting[g] = True
             promote[n_act] = True
-            young[grp_slot[g]] = True
+            ry[grp_slot[g]] |= 1
         occ_text[n_act] = i  # in place: n_act <= o
         occ_pos[n_act] = occ_pos[o]
         occ_grp[n_act] = g
