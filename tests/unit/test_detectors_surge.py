@@ -13,7 +13,7 @@ from itertools import islice
 from pathlib import Path
 
 from detectors.runner import DetectorConfig, DetectorSuite
-from detectors.surge import SurgeConfig, SurgeDetector, _contract, extract_entities
+from detectors.surge import SurgeConfig, SurgeDetector, _contract, _Post, extract_entities
 from service.sources.archive import open_archive
 from streams.events import AgentEvent, DeadLetter, PostEvent
 from streams.state.base import Item
@@ -382,3 +382,18 @@ def test_tied_entities_give_the_same_incident_whatever_the_hash_seed() -> None:
     assert len(runs) == 1
     found = runs[0]
     assert found and found[0] == ("hashtag:alphaflood", ["hashtag:zetaflood"])
+
+
+def test_posts_past_every_judgement_are_dropped() -> None:
+    """Memory: once window_s + copost_s old, the posts of an entity not seen since are dropped
+    (no judgement reads them), and an entity seen once keeps no word ids nor text."""
+    cfg = SurgeConfig(warmup_s=0)
+    d = SurgeDetector(cfg)
+    events = background(300, span=3600)
+    for e in events:
+        d.update(Item.of(e))
+        d.findings(e.event_time.timestamp())
+    end = events[-1].event_time.timestamp() + cfg.window_s + cfg.copost_s
+    d.findings(end)
+    kept = [p for e in d._entities.values() for p in ([e] if type(e) is _Post else e.posts)]
+    assert len(d._entities) > 100 and not [p for p in kept if p.text or len(p.word_ids)]
