@@ -27,28 +27,35 @@ from streams.kernels import BOOL, F64, FLOAT, I64, INT, U32, U64, UINT
 AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption's key
 
 
+@numba.njit(cache=True, inline="always")
+def _gallop(arr: np.ndarray, q: np.uint64, lo: int) -> int:
+    """The leftmost place of ``q`` in the sorted ``arr``, at ``lo`` or after (galloping)."""
+    n = len(arr)
+    hi, step = lo, 1
+    while hi < n and arr[hi] < q:
+        lo = hi + 1
+        hi = lo + step
+        step *= 2
+    hi = min(hi, n)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if arr[mid] < q:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @numba.njit([(U64, U64)], cache=True)
 def sorted_search(arr: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """``np.searchsorted(arr, queries)`` (leftmost), galloping from the previous answer."""
-    n = len(arr)
     out = np.empty(len(queries), np.int64)
     lo = 0
     for i in range(len(queries)):
         q = queries[i]
         if i and q < queries[i - 1]:
             lo = 0
-        hi, step = lo, 1
-        while hi < n and arr[hi] < q:
-            lo = hi + 1
-            hi = lo + step
-            step *= 2
-        hi = min(hi, n)
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if arr[mid] < q:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = _gallop(arr, q, lo)
         out[i] = lo
     return out
 
@@ -146,25 +153,6 @@ def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.
 
 
 NO_BLOCK = 0xFFFFFFFF  # a free block's link at the end of its class's free list
-
-
-@numba.njit(cache=True, inline="always")
-def _gallop(arr: np.ndarray, q: np.uint64, lo: int) -> int:
-    """The leftmost place of ``q`` in the sorted ``arr``, at ``lo`` or after (galloping)."""
-    n = len(arr)
-    hi, step = lo, 1
-    while hi < n and arr[hi] < q:
-        lo = hi + 1
-        hi = lo + step
-        step *= 2
-    hi = min(hi, n)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if arr[mid] < q:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @numba.njit([(U64, I64, U64, UINT, INT)], cache=True)
