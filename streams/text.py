@@ -67,8 +67,10 @@ class _Vocab:
     """The token cache: per distinct token (a row) its string, 64-bit id (stored signed, so
     that arrays are built without Python's big-int path), whether it is a word token, its
     length in code points, whether it is all letters (``str.isalpha``), and its
-    UTF-8 bytes in one flat array found through the hash table of :mod:`streams.textscan`. Rows
-    are only ever used right after they are looked up (the cache is replaced when full)."""
+    UTF-8 bytes in one flat array found through the hash table of :mod:`streams.textscan`. A
+    full cache is replaced, never cleared in place, so rows stay valid in the cache they were
+    looked up in: a :class:`Text` keeps that cache for its strings (engines hold texts only
+    until their next flush, so a replaced cache is freed soon after)."""
 
     def __init__(self, capacity: int = 1 << 12) -> None:
         self.n = 0  # rows taken
