@@ -112,6 +112,19 @@ def test_long_short_and_empty_texts() -> None:
             check(s, read(Text.of(s), order, 6), 6)
 
 
+def test_tokens_sharing_their_first_bytes_each_find_their_own_row() -> None:
+    """The cache's slot compares a token's length and first 8 bytes, then the rest: tokens of
+    1 to 300 bytes that share prefixes (and lengths past the slot's 255 cap) each keep their
+    own id and string, in a fresh cache and once cached."""
+    words = ["a" * n for n in range(1, 301)] + ["a" * n + "b" for n in range(7, 300, 7)]
+    words += ["é" * n for n in range(1, 140)] + ["aaaaaaab", "aaaaaaaab", "b" + "a" * 299]
+    s = " ".join(words)
+    for _ in range(2):
+        t = Text.of(s)
+        assert t.words == words
+        assert t.ids.tolist() == [plain_id(w) for w in words]
+
+
 def test_free_functions_agree_with_the_views() -> None:
     for s in real_texts()[::50]:
         t = Text.of(s)
