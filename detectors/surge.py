@@ -89,7 +89,7 @@ from detectors.evidence import (
 from detectors.surge_kernels import TLDS, candidates, marks
 from streams.events import AgentEvent, CommentEvent, PostEvent
 from streams.state.base import Item, Sample, Snapshot
-from streams.text import Text
+from streams.text import Text, is_word
 
 ENTITY_PRIORITY = {"mint": 0, "token": 1, "contract": 2, "url": 3, "hashtag": 4, "text": 5}
 _INSCRIPTION_KEYS = frozenset(("p", "op", "tick", "amt"))
@@ -100,13 +100,6 @@ _HEX = frozenset("0123456789abcdef")
 _ALNUM_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 _MARKED = re.compile(r"([$#]) (\w+)")  # over tokens joined by spaces
 _NO_IDS = np.zeros(0, np.uint64)  # the word ids of a post past every judgement
-
-
-def _word_start(token: str) -> bool:
-    """Whether ``token`` is a word token (the regular expression engine's ``\\w``: what
-    ``str.isalnum`` says, or ``_``)."""
-    c = token[0]
-    return c.isalnum() or c == "_"
 
 
 def _ticker(word: str, max_len: int) -> bool:
@@ -169,7 +162,7 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
         if held == raw.count("$") + raw.count("#"):
             last = len(tokens) - 1
             pairs = [(tokens[i][-1], tokens[i + 1]) for i in at.tolist()
-                     if i < last and _word_start(tokens[i + 1])]
+                     if i < last and is_word(tokens[i + 1])]
         else:
             pairs = _MARKED.findall(" ".join(tokens))
         for mark, nxt in pairs:

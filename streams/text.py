@@ -63,6 +63,13 @@ _cls = np.full(0x110000, textscan.UNKNOWN, np.uint8)  # by code point, classifie
 _classify("".join(map(chr, range(128))))
 
 
+def is_word(token: str) -> bool:
+    """Whether a token is a word token (a run of ``\\w``, not of punctuation): its first
+    character is what the regular expression engine's ``\\w`` takes (``str.isalnum``, or
+    ``_``)."""
+    return token[:1].isalnum() or token[:1] == "_"
+
+
 class _Vocab:
     """The token cache: per distinct token (a row) its string, 64-bit id (stored signed, so
     that arrays are built without Python's big-int path), whether it is a word token, its
@@ -107,7 +114,7 @@ class _Vocab:
         for r, (t, b) in enumerate(zip(tokens, encoded, strict=True), r0):
             self.tid[r] = int.from_bytes(hashlib.blake2b(b, digest_size=8).digest(), "little",
                                          signed=True)
-            self.isword[r] = t[:1].isalnum() or t[:1] == "_"  # runs of \w, not of punctuation
+            self.isword[r] = is_word(t)
             self.nchars[r], self.isalpha[r] = len(t), t.isalpha()
             self.starts[r], self.lens[r] = self.used, len(b)
             self.chars[self.used:self.used + len(b)] = np.frombuffer(b, np.uint8)
