@@ -10,8 +10,11 @@ by the tokeniser), hashtags, and a text template (the first 40 all-letter words 
 so ``Mint CLAW [4CACeeJC]`` and ``Mint CLAW [62qoqi]`` share one). Each entity keeps its own
 per-bucket volume. Cost per text: substring tests on the raw text decide which token scans
 are needed (a dollar sign, a hash sign, ``tick``, a known top-level domain, a 32-character
-word); the template reads at most 64 words. A judgement reads the ends of an entity's buckets
-and accounts (kept in time order; whole, once a post came late), not all of them.
+word); the template reads at most 64 words, and a template met before (a verbatim repeat) is
+named by its key (a hash of its word ids) from a process cache of 32,768 names (~4.4 MB when
+full; then cleared), its words neither gathered nor joined and hashed again. A judgement reads
+the ends of an entity's buckets and accounts (kept in time order; whole, once a post came
+late), not all of them.
 
 An entity surges when, in the current ``window_s``:
 
@@ -100,6 +103,11 @@ _HEX = frozenset("0123456789abcdef")
 _ALNUM_ASCII = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 _MARKED = re.compile(r"([$#]) (\w+)")  # over tokens joined by spaces
 _NO_IDS = np.zeros(0, np.uint64)  # the word ids of a post past every judgement
+# the names of the templates met, by key (surge_kernels.candidates): a template met again (a
+# verbatim repeat) is named without gathering its words, joining and hashing them; one process
+# cache, not state (a pure function of the key), cleared when full (~135 bytes an entry)
+_TEMPLATES: dict[int, str] = {}
+_TEMPLATES_MAX = 1 << 15
 
 
 def _ticker(word: str, max_len: int) -> bool:
@@ -172,8 +180,8 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
             elif _ticker(nxt, 40) and len(nxt) >= 3:
                 out.add(f"hashtag:{nxt}")
     # where the other scans can find something: one compiled pass over the ids and word views
-    pos, n_template, spread, n_long, n_dots, tick = candidates(text.ids, text.word_lengths,
-                                                               text.word_alpha)
+    pos, n_template, spread, n_long, n_dots, tick, key = candidates(
+        text.ids, text.word_ids, text.word_lengths, text.word_alpha)
     if tick and ("tick" in raw or "TICK" in raw):
         fields = inscription(text.tokens)
         tick_value = fields.get("tick", "")
@@ -183,9 +191,8 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
             if op == "mint":
                 out.add(f"mint:{tick_value.upper()}")
             sig = ":".join(fields.get(k, "") for k in ("p", "op", "tick", "amt"))
-    words = text.words
-    if n_long or n_dots or spread:
-        at = pos.tolist()  # the long words, the dots, the template's words if spread
+    if n_long or n_dots:
+        at = pos.tolist()  # the long words, the dots (then the template's words if spread)
         if n_dots:
             tokens = text.tokens
             dots = [i for i in at[n_long:n_long + n_dots] if tokens[i] == "."
@@ -200,17 +207,25 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
                     if host not in _OWN_HOSTS:
                         out.add(f"url:{host}")
         if n_long and len(raw) >= 32:  # a contract is a word token (ASCII letters, digits)
-            out.update(f"contract:{w}" for w in map(words.__getitem__, at[:n_long])
+            out.update(f"contract:{w}" for w in map(text.words.__getitem__, at[:n_long])
                        if _contract(w))
-        if spread and n_template >= min_template_words:
-            template = " ".join(itemgetter(*at[n_long + n_dots:])(words)) if n_template > 1 \
-                else words[at[-1]]
-            out.add(f"text:{_blake2b(template.encode(), digest_size=6).hexdigest()}")
-            return out, sig
-    if n_template >= min_template_words:  # the first words, all letters: one slice
-        template = " ".join(words[:n_template])
-        out.add(f"text:{_blake2b(template.encode(), digest_size=6).hexdigest()}")
+    if n_template >= min_template_words:
+        name = _TEMPLATES.get(key)
+        if name is None:
+            name = _template(text.words, pos[n_long + n_dots:].tolist() if spread else None,
+                             n_template)
+            if len(_TEMPLATES) >= _TEMPLATES_MAX:
+                _TEMPLATES.clear()
+            _TEMPLATES[key] = name
+        out.add(name)
     return out, sig
+
+
+def _template(words: list[str], at: list[int] | None, n: int) -> str:
+    """The name of the template of ``n`` words at ``at`` (None: the first ``n`` words)."""
+    template = " ".join(words[:n] if at is None else itemgetter(*at)(words) if n > 1
+                        else [words[at[0]]])
+    return f"text:{_blake2b(template.encode(), digest_size=6).hexdigest()}"
 
 
 def extract_entities(text: Text, raw: str = "", min_template_words: int = 8) -> set[str]:

@@ -6,18 +6,21 @@ can hold an entity instead of on every text.
 Candidates are found by token id (``"."`` then a known top-level domain, the ``tick`` key of an
 inscription): equal tokens have equal ids, so no candidate is missed, and the caller compares
 the tokens themselves before it uses one. The ids and the scan's bounds are constants compiled
-in (a call passes only the text's three arrays: each argument costs the dispatcher time).
+in (a call passes only the text's four arrays: each argument costs the dispatcher time).
 
 >>> from streams.text import Text
 >>> text = Text.of("gm 0x" + "a" * 40 + " on mbc20.xyz tick")
->>> pos, n_template, spread, n_long, n_dots, tick = candidates(text.ids, text.word_lengths,
-...                                                            text.word_alpha)
+>>> def scan(text):
+...     return candidates(text.ids, text.word_ids, text.word_lengths, text.word_alpha)
+>>> pos, n_template, spread, n_long, n_dots, tick, key = scan(text)
 >>> text.tokens
 ['gm', '0xaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'on', 'mbc20', '.', 'xyz', 'tick']
 >>> pos.tolist(), n_template, spread, n_long, n_dots, tick  # the address; the dot; words gm on..
 ([1, 4, 0, 2, 4, 5], 4, True, 1, 1, True)
+>>> key == scan(Text.of("GM 42 on... mbc20 : xyz, tick"))[-1]  # the same template words
+True
 >>> text = Text.of("gm all . xyz")  # the template is the first words: not listed
->>> candidates(text.ids, text.word_lengths, text.word_alpha)
+>>> scan(text)[:-1]
 (array([2]), 3, False, 0, 1, False)
 """
 
@@ -26,8 +29,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streams.kernels import B1, BOOL, I64, INT, U64
+from streams.kernels import B1, BOOL, I64, INT, U64, UINT
 from streams.text import token_ids
+from streams.textscan import K
 
 TLDS = ("xyz", "com", "io", "ai", "fun", "app", "net", "org", "gg", "so", "co", "me", "lol",
         "meme")
@@ -41,19 +45,22 @@ MARKS = ("$", "#", "##", "###", "####", "$$")
 _MARK_IDS = token_ids(list(MARKS))
 _MARK_COUNTS = np.array([len(m) for m in MARKS], np.int64)
 
-_RESULT = numba.types.Tuple((I64, INT, BOOL, INT, INT, BOOL))
+_RESULT = numba.types.Tuple((I64, INT, BOOL, INT, INT, BOOL, UINT))
 _MARKS_RESULT = numba.types.Tuple((I64, INT))
 
 
-@numba.njit(_RESULT(U64, I64, B1), cache=True)
-def candidates(ids: np.ndarray, word_lens: np.ndarray, word_alpha: np.ndarray,
-               ) -> tuple[np.ndarray, int, bool, int, int, bool]:
+@numba.njit(_RESULT(U64, U64, I64, B1), cache=True)
+def candidates(ids: np.ndarray, word_ids: np.ndarray, word_lens: np.ndarray,
+               word_alpha: np.ndarray) -> tuple[np.ndarray, int, bool, int, int, bool, int]:
     """Positions, in one array: the words at least ``CONTRACT_MIN`` code points long, then the
     tokens ``i`` (1 <= i < n - 1) that are ``"."`` followed by one of ``TLDS``, then the
     template's words (the first ``TEMPLATE_WORDS`` all-letter words among the first
     ``TEMPLATE_SCAN`` words) unless they are the first words themselves (``spread`` False: the
     caller takes them as one slice, and the array it converts stays short); the template's
-    count, ``spread``, the other two counts; whether a token is ``tick``."""
+    count, ``spread``, the other two counts; whether a token is ``tick``; the template's key
+    (a rolling hash of its word ids, then of its count: equal templates, equal keys; two
+    different ones of all the templates a process sees share one with odds ~N^2 / 2^65, as
+    two n-grams share an id, :mod:`streams.text`)."""
     template_scan, template_words, long_word = TEMPLATE_SCAN, TEMPLATE_WORDS, CONTRACT_MIN
     dot, tick, domains = _IDS[0], _IDS[1], _IDS[2:]
     n, nw = len(ids), len(word_lens)
@@ -79,15 +86,19 @@ def candidates(ids: np.ndarray, word_lens: np.ndarray, word_alpha: np.ndarray,
                     break
     n_dots = k - n_long
     spread = False
+    key = np.uint64(0)
     for w in range(min(nw, template_scan)):
         if word_alpha[w]:
             pos[k] = w
+            key = key * K + word_ids[w]
             spread = spread or w != k - n_long - n_dots
             k += 1
             if k - n_long - n_dots == template_words:
                 break
     n_template = k - n_long - n_dots
-    return pos[:k if spread else n_long + n_dots], n_template, spread, n_long, n_dots, has_tick
+    key = key * K + np.uint64(n_template)
+    return (pos[:k if spread else n_long + n_dots], n_template, spread, n_long, n_dots, has_tick,
+            key)
 
 
 @numba.njit(_MARKS_RESULT(U64), cache=True)

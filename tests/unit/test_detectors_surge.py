@@ -397,3 +397,24 @@ def test_posts_past_every_judgement_are_dropped() -> None:
     d.findings(end)
     kept = [p for e in d._entities.values() for p in ([e] if type(e) is _Post else e.posts)]
     assert len(d._entities) > 100 and not [p for p in kept if p.text or len(p.word_ids)]
+
+
+def test_templates_met_again_are_named_as_when_first_met(monkeypatch) -> None:
+    """The template names cached by key (a verbatim repeat is not joined and hashed again) equal
+    the word-by-word rule's, met first, met again, and after the full cache is cleared; texts
+    whose templates differ in one word, in order or in count get their own names."""
+    import detectors.surge as surge
+
+    monkeypatch.setattr(surge, "_TEMPLATES", {})
+    monkeypatch.setattr(surge, "_TEMPLATES_MAX", 7)
+    rng = random.Random(11)
+    words = ["alpha", "beta", "gamma", "delta", "x1", "42", "eps"]
+    raws = [" ".join(rng.choice(words) for _ in range(rng.randint(6, 70))) for _ in range(60)]
+    raws += ["alpha beta gamma delta eps alpha beta gamma", "beta alpha gamma delta eps alpha "
+             "beta gamma", "alpha beta gamma delta eps alpha beta gamma gamma"]
+    names = set()
+    for raw in raws * 3:
+        want = {e for e in word_entities(Text.of(raw).words, raw, 8) if e.startswith("text:")}
+        assert {e for e in entities(raw) if e.startswith("text:")} == want, raw
+        names |= want
+    assert len(surge._TEMPLATES) <= 7 and len(names) > 50
