@@ -2,7 +2,8 @@
 
 The published rule (metrics.md A1; Molt Dynamics B): URLs removed, lower case, word tokens.
 A URL is what ``(?:https?://|www\\.)\\S+`` (case-insensitive) matches in the lower-cased text,
-as if replaced by a space (the compiled scan skips it: no regular expression pass).
+as if replaced by a space (the compiled scan skips it: no regular expression pass; it
+lower-cases the text itself too, as ``str.lower`` does, :mod:`streams.textscan`).
 Choice (the papers name nltk, whose ``word_tokenize`` needs punkt data that cannot be
 downloaded): nltk's ``wordpunct_tokenize`` pattern ``\\w+|[^\\w\\s]+``, i.e. runs of word
 characters and runs of punctuation (``\\w`` and ``\\s`` exactly as the regular expression
@@ -52,14 +53,24 @@ _CACHE_MAX = 1_000_000  # distinct tokens remembered (~100 B each); cleared when
 
 
 def _classify(chars: str) -> None:
-    """Enter the class of each code point of ``chars`` (space, word, punctuation) in the scan's
-    table, as the regular expression engine finds them."""
+    """Enter the lower case of each code point of ``chars`` in the scan's lowering table
+    (``str.lower`` of the code point alone: in context for U+03A3, whose lower case depends on
+    its neighbours, U+0130, whose lower case is two code points, and surrogates, which UTF-8
+    cannot hold), and the class of each and of its lower case (space, word, punctuation) in its
+    class table, as the regular expression engine finds them."""
+    points = "".join(set(chars))
+    lowered = [c.lower() for c in points]
+    _lower[np.frombuffer(points.encode("utf-32-le", "surrogatepass"), np.uint32)] = [
+        ord(low) + 1 if len(low) == 1 and c != "\u03a3" and not "\ud800" <= c <= "\udfff"
+        else textscan.LOWER_CONTEXT for c, low in zip(points, lowered, strict=True)]
+    chars = points + "".join(lowered)
     for found, kind in ((chars, textscan.PUNCT), ("".join(_WORD_RE.findall(chars)), textscan.WORD),
                         ("".join(_SPACE_RE.findall(chars)), textscan.SPACE)):
         _cls[np.frombuffer(found.encode("utf-32-le", "surrogatepass"), np.uint32)] = kind
 
 
 _cls = np.full(0x110000, textscan.UNKNOWN, np.uint8)  # by code point, classified when met
+_lower = np.zeros(0x110000, np.uint32)  # by code point, its lower case + 1, entered when met
 _classify("".join(map(chr, range(128))))
 
 
@@ -83,6 +94,7 @@ class _Vocab:
         self.n = 0  # rows taken
         self.strs = np.empty(capacity, object)  # gathered by rows in C: no Python int per token
         self.tid = np.zeros(capacity, np.int64)
+        self.ids = self.tid.view(np.uint64)  # the ids as engines read them (a view: no copy)
         self.isword = np.zeros(capacity, bool)
         self.nchars = np.zeros(capacity, np.int64)
         self.isalpha = np.zeros(capacity, bool)
@@ -108,6 +120,7 @@ class _Vocab:
             for name in ("strs", "tid", "isword", "nchars", "isalpha", "starts", "lens"):
                 a = getattr(self, name)
                 setattr(self, name, np.concatenate((a, np.zeros(grow, a.dtype))))
+            self.ids = self.tid.view(np.uint64)
         if self.used + size > len(self.chars):
             extra = max(self.used + size, 2 * len(self.chars)) - len(self.chars)
             self.chars = np.concatenate((self.chars, np.zeros(extra, np.uint8)))
@@ -140,30 +153,40 @@ def _fresh(rows: np.ndarray, v: _Vocab) -> tuple[np.ndarray, _Vocab]:
     return np.full(len(rows), -1, np.int64), _vocab
 
 
-def _scan(low: str) -> tuple[np.ndarray, np.ndarray, _Vocab]:
-    """The cache rows of the tokens of a lower-cased text (URLs left out; new tokens added),
+def _scan(text: str) -> tuple[np.ndarray, np.ndarray, _Vocab]:
+    """The cache rows of the tokens of a text (lower-cased, URLs left out; new tokens added),
     those of its word tokens, and the cache they index: valid until the next call (views of
     the scan's scratch)."""
-    global _out
-    data = np.frombuffer(low.encode("utf-8"), np.uint8)
-    n = len(data)
-    if 2 * n > len(_out):
-        _out = np.zeros(max(2 * n, 2 * len(_out)), np.int64)
-    out, v = _out, _vocab
-    k, m, missing = textscan.scan(data, _cls, *v.scanned, out)
-    if missing < 0:  # a code point met for the first time
-        _classify("".join(set(low)))
-        k, m, missing = textscan.scan(data, _cls, *v.scanned, out)
+    global _buf, _out
+    data = text.encode("utf-8", "surrogatepass")  # (a lone surrogate: lowered in context)
+    v = _vocab
+    while True:
+        if 2 * len(data) > len(_buf):
+            _buf = np.zeros(max(2 * len(data), 2 * len(_buf)), np.uint8)
+            _out = np.zeros(2 * len(_buf), np.int64)
+        k, m, missing, b = textscan.scan(np.frombuffer(data, np.uint8), _lower, _cls,
+                                         *v.scanned, _buf, _out)
+        if missing == textscan.UNMET:  # a code point met for the first time
+            _classify(text)
+        elif missing == textscan.CONTEXT:  # str.lower, then the scan lowers nothing (the
+            text = text.lower()  # UTF-8 of a lone surrogate raises, as the rule's own)
+            data = text.encode("utf-8")
+        else:
+            break
     if missing:
-        rows, v = _fresh(out[:k], v)
-        raw = data.tobytes()
+        rows, v = _fresh(_out[:k], v)
+        raw = _buf[:b].tobytes()
         v.add(list(dict.fromkeys(raw[s:e].decode("utf-8") for (s, e), r in zip(
-            textscan.bounds(data, _cls).tolist(), rows.tolist(), strict=True) if r < 0)))
-        k, m, _ = textscan.scan(data, _cls, *v.scanned, out)
-    return out[:k], out[n:n + m], v
+            textscan.bounds(np.frombuffer(raw, np.uint8), _cls).tolist(), rows.tolist(),
+            strict=True) if r < 0)))
+        k, m, _, b = textscan.scan(np.frombuffer(data, np.uint8), _lower, _cls, *v.scanned,
+                                   _buf, _out)
+    return _out[:k], _out[b:b + m], v
 
 
-_out = np.zeros(1 << 14, np.int64)  # the scan's scratch (:func:`_scan`), grown as needed
+# the scan's scratch (:func:`_scan`), grown as needed: the lower-cased text, the rows
+_buf = np.zeros(1 << 14, np.uint8)
+_out = np.zeros(1 << 15, np.int64)
 
 
 def tokenize(text: str) -> list[str]:
@@ -172,14 +195,14 @@ def tokenize(text: str) -> list[str]:
     >>> tokenize("Hello, World! see https://moltbook.com/p/1 now")
     ['hello', ',', 'world', '!', 'see', 'now']
     """
-    rows, _, v = _scan(text.lower())
+    rows, _, v = _scan(text)
     return v.strs[rows].tolist()  # type: ignore[no-any-return]
 
 
 def token_ids(tokens: list[str]) -> np.ndarray:
     """64-bit ids of tokens (stable across processes and runs: blake2b, not ``hash``)."""
     rows, v = _rows(tokens)
-    return v.tid[rows].view(np.uint64)
+    return v.ids[rows]
 
 
 def _rows(tokens: list[str]) -> tuple[np.ndarray, _Vocab]:
@@ -247,10 +270,10 @@ class Text:
         """The text tokenised: its token ids, its word tokens' ids, lengths and letter mask
         resolved at once (one compiled scan, then gathers of the cache), the strings kept as
         cache rows until read."""
-        rows, word_rows, v = _scan(text.lower())
+        rows, word_rows, v = _scan(text)
         t = _new(cls)  # each slot set once, here (no __init__ setting them first)
         t._tokens = t._words = t._mask = None
-        t._ids, t._word_ids = v.tid[rows].view(np.uint64), v.tid[word_rows].view(np.uint64)
+        t._ids, t._word_ids = v.ids[rows], v.ids[word_rows]
         t._word_lens, t._word_alpha = v.nchars[word_rows], v.isalpha[word_rows]
         t._rows, t._word_rows, t._vocab = rows.copy(), word_rows.copy(), v
         t._grams, t._word_grams = {}, {}
@@ -268,7 +291,7 @@ class Text:
 
     def _set(self, rows: np.ndarray, v: _Vocab) -> None:
         """The views read from the cache rows of the tokens."""
-        ids = self._ids = v.tid[rows].view(np.uint64)
+        ids = self._ids = v.ids[rows]
         mask = self._mask = v.isword[rows]
         self._word_ids = ids[mask]
         word_rows = rows[mask]

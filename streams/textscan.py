@@ -1,5 +1,11 @@
 """Compiled kernels of the one text path (:mod:`streams.text`): the tokeniser's scan and the
-token cache's hash table, over the UTF-8 bytes of a lower-cased text, URLs left out.
+token cache's hash table, over the UTF-8 bytes of a text lower-cased here, URLs left out.
+
+The scan lower-cases the text itself, code point by code point (``str.lower`` of a text is the
+lower case of each of its code points, but for U+03A3, whose lower case depends on the letters
+around it, and U+0130, whose lower case is two code points: a text holding either, or a lone
+surrogate, is lower-cased by :mod:`streams.text` before the scan): ASCII by arithmetic, any
+other code point by a table of lowered code points (0 until :mod:`streams.text` enters it).
 
 A token is a maximal run of word characters or a maximal run of punctuation characters
 (``\\w+|[^\\w\\s]+``): each code point's class (``SPACE``, ``WORD``, ``PUNCT``; ``UNKNOWN`` until
@@ -23,6 +29,12 @@ Every array is plain NumPy, owned and grown by :mod:`streams.text`.
 >>> data = np.frombuffer(b"gm gm!!", np.uint8)
 >>> bounds(data, cls).tolist()
 [[0, 2], [3, 5], [5, 7]]
+>>> lower = np.zeros(0x250, np.uint32)
+>>> lower[[0xc9, 0x23a]] = [0xe9 + 1, 0x2c65 + 1]
+>>> buf = np.zeros(16, np.uint8)
+>>> n = lowered(np.frombuffer("GM ÉȺ!".encode(), np.uint8), lower, buf)
+>>> buf[:n].tobytes().decode()
+'gm éⱥ!'
 >>> bounds(np.frombuffer(b"gmhttp://xio y", np.uint8), cls).tolist()  # the URL skipped
 [[0, 2], [13, 14]]
 """
@@ -32,9 +44,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streams.kernels import B1, I64, INT, U8, U8_RO, U64
+from streams.kernels import B1, I64, INT, U8, U8_RO, U32, U64
 
 SPACE, WORD, PUNCT, UNKNOWN = 0, 1, 2, 3
+UNMET, CONTEXT = -1, -2  # the scan's codes: a code point not yet met, one lowered in context
+LOWER_CONTEXT = np.uint32(0xFFFFFFFF)  # the lowering table's entry of such a code point
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 K = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier of the n-grams' rolling hash
@@ -59,6 +73,60 @@ def _char(data: np.ndarray, i: int) -> tuple[int, int]:
                 | (np.int64(data[i + 2]) & 0x3F)), 3
     return (((b & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
             | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)), 4
+
+
+@numba.njit(cache=True)
+def _put(buf: np.ndarray, p: int, c: int) -> int:
+    """Write code point ``c`` as UTF-8 at byte ``p`` of ``buf``; returns the byte after it."""
+    if c < 0x80:
+        buf[p] = c
+        return p + 1
+    if c < 0x800:
+        buf[p] = 0xC0 | (c >> 6)
+        buf[p + 1] = 0x80 | (c & 0x3F)
+        return p + 2
+    if c < 0x10000:
+        buf[p] = 0xE0 | (c >> 12)
+        buf[p + 1] = 0x80 | ((c >> 6) & 0x3F)
+        buf[p + 2] = 0x80 | (c & 0x3F)
+        return p + 3
+    buf[p] = 0xF0 | (c >> 18)
+    buf[p + 1] = 0x80 | ((c >> 12) & 0x3F)
+    buf[p + 2] = 0x80 | ((c >> 6) & 0x3F)
+    buf[p + 3] = 0x80 | (c & 0x3F)
+    return p + 4
+
+
+@numba.njit([(U8_RO, U32, U8)], cache=True)
+def lowered(data: np.ndarray, lower: np.ndarray, buf: np.ndarray) -> int:
+    """Write ``data`` (UTF-8) lower-cased to ``buf`` (``lower``: by code point, the lowered
+    code point + 1; 0 not yet met; :data:`LOWER_CONTEXT` lowered in context); returns the bytes
+    written (at most 1.5 ``len(data)``: U+023A and U+023E take a byte more), or :data:`UNMET` /
+    :data:`CONTEXT` at the first such code point."""
+    n = len(data)
+    i = 0
+    p = 0
+    while i < n:
+        b = data[i]
+        if b < 0x80:
+            buf[p] = b + 32 if 65 <= b <= 90 else b  # A-Z, the only ASCII str.lower changes
+            i += 1
+            p += 1
+            continue
+        c, w = _char(data, i)
+        e = lower[c]
+        if e == 0:
+            return UNMET
+        if e == LOWER_CONTEXT:
+            return CONTEXT
+        if e - 1 == c:
+            for j in range(w):
+                buf[p + j] = data[i + j]
+            p += w
+        else:
+            p = _put(buf, p, e - 1)
+        i += w
+    return p
 
 
 @numba.njit(cache=True)
@@ -184,14 +252,10 @@ def _find(data: np.ndarray, s: int, e: int, h: np.uint64, head: np.uint64, slots
         i = (i + 1) & mask
 
 
-@numba.njit([(U8_RO, U8, U64, I64, I64, U8, I64)], cache=True)
-def scan(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.ndarray,
-         lens: np.ndarray, chars: np.ndarray, out: np.ndarray) -> tuple[int, int, int]:
-    """The cache rows of the tokens of ``data`` (-1: not cached) written to ``out[:k]`` and
-    those of its word tokens to ``out[len(data):][:m]`` (``out``
-    holds ``2 len(data)``: the caller's scratch, so that no array is made here); returns k, m
-    and how many rows are missing, or (0, 0, -1) if the text holds a code point not yet
-    classified."""
+@numba.njit(cache=True)
+def _scan_rows(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.ndarray,
+               lens: np.ndarray, chars: np.ndarray, out: np.ndarray) -> tuple[int, int, int]:
+    """:func:`scan` on the lower-cased bytes."""
     n = len(data)
     k = 0
     m = 0
@@ -200,7 +264,7 @@ def scan(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.ndarra
     while True:
         s, e, h, head = _token(data, i, cls)
         if s < 0:
-            return 0, 0, -1
+            return 0, 0, UNMET
         if s == e:
             return k, m, missing
         r, word = _find(data, s, e, h, head, slots, starts, lens, chars)
@@ -212,6 +276,23 @@ def scan(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.ndarra
             out[n + m] = r
             m += 1
         i = e
+
+
+@numba.njit([(U8_RO, U32, U8, U64, I64, I64, U8, U8, I64)], cache=True)
+def scan(data: np.ndarray, lower: np.ndarray, cls: np.ndarray, slots: np.ndarray,
+         starts: np.ndarray, lens: np.ndarray, chars: np.ndarray, buf: np.ndarray,
+         out: np.ndarray) -> tuple[int, int, int, int]:
+    """The text ``data`` lower-cased into ``buf`` (:func:`lowered`; ``buf`` holds
+    ``1.5 len(data)``), then the cache rows of the tokens of those ``b`` bytes (-1: not cached)
+    written to ``out[:k]`` and those of its word tokens to ``out[b:][:m]`` (``out`` holds ``2
+    b``: the caller's scratch, so that no array is made here); returns k, m, how many rows are
+    missing and b, or (0, 0, code, 0): :data:`UNMET` if the text holds a code point not yet
+    classified or lowered, :data:`CONTEXT` if one it holds is lowered in context."""
+    b = lowered(data, lower, buf)
+    if b < 0:
+        return 0, 0, b, 0
+    k, m, missing = _scan_rows(buf[:b], cls, slots, starts, lens, chars, out)
+    return k, m, missing, b
 
 
 @numba.njit([(U8_RO, U8)], cache=True)

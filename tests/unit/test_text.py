@@ -107,7 +107,8 @@ def test_long_short_and_empty_texts() -> None:
     longest = max(real_texts(), key=len)
     assert len(tokenize(longest)) > 1000
     for s in ("", "   ", "!", "gm", "...!!", "gm gm gm", "a, b", longest, longest[:400],
-              "_under_score ünïcode ÉTÉ 42 a_b-c", "http://x.io only-url www.y.com"):
+              "_under_score ünïcode ÉTÉ 42 a_b-c", "http://x.io only-url www.y.com",
+              "ΟΔΟΣ ΣΑΣ Σ. ΑΣ-Β", "İSTANBUL İ", "ȺȾ \u212a ẞ ǅ HTTP://Ⱥ.IO"):
         for order in ORDERS:
             check(s, read(Text.of(s), order, 6), 6)
 
@@ -164,8 +165,9 @@ def test_pickle_round_trip_at_any_point() -> None:
 def test_every_code_point_is_classed_as_the_pattern_classes_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The scan's class table against the regular expression's own \\w and \\s on all of
-    Unicode (surrogates cannot be UTF-8), and the tokens of texts made of every code point, in
-    order and shuffled."""
+    Unicode (surrogates cannot be UTF-8), its lowering table against ``str.lower`` of each code
+    point alone (U+03A3 and U+0130 lowered with the whole text), and the tokens of texts made
+    of every code point, in order, shuffled and upper-cased."""
     monkeypatch.setattr(text_module, "_vocab", text_module._Vocab())
     points = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
     chars = "".join(map(chr, points))
@@ -174,10 +176,22 @@ def test_every_code_point_is_classed_as_the_pattern_classes_it(
     want[[ord(c) for c in re.findall(r"\w", chars)]] = textscan.WORD
     want[[ord(c) for c in re.findall(r"\s", chars)]] = textscan.SPACE
     assert np.array_equal(text_module._cls[points], want[points])
+    lowered = [ord(chr(c).lower()) + 1 if c not in (0x3A3, 0x130) else textscan.LOWER_CONTEXT
+               for c in points]
+    assert text_module._lower[points].tolist() == lowered
     shuffled = "".join(random.Random(0).sample(chars, 100_000))
     for s in (chars, shuffled, shuffled.upper()):
         assert tokenize(s) == plain_tokens(s)
         assert Text.of(s).words == [t for t in plain_tokens(s) if re.fullmatch(r"\w+", t)]
+
+
+def test_a_lone_surrogate_raises_as_the_rules_utf8_does() -> None:
+    for s in ("a\ud800", "İx\udfffY", "ΣA\ud800"):
+        with pytest.raises(UnicodeEncodeError) as want:
+            s.lower().encode("utf-8")
+        with pytest.raises(UnicodeEncodeError) as got:
+            Text.of(s)
+        assert str(got.value) == str(want.value)
 
 
 def check_word_views(s: str, t: Text) -> None:
