@@ -4,13 +4,16 @@ revision and of this checkout (uncommitted changes included), with the ratio new
 A temporary ``git worktree`` of ``--base`` holds the old code; it is removed at the end, also on
 an error, Ctrl-C or SIGTERM. Each measurement is a child of ``bench/bench_realtext.py`` (its
 ``--child`` parts, whose JSON this reads): this checkout's measuring code and stream, the tree's
-engines first on ``sys.path``, the same interpreter. Old and new children alternate, part by
+engines first on ``sys.path``, the same interpreter (``--base-python``: the old side's own, a
+virtual environment's python with the project installed; with ``--base HEAD`` it compares two
+interpreters on the same code). Old and new children alternate, part by
 part and round by round (old first, then new first, ...), so that the machine's load hits both
 alike; with ``--repeat`` each figure is the median of the rounds. Every time is CPU time.
 
     .venv/bin/python bench/bench_compare.py --base beb03b9 --quick             # 100k, ~3 min
     .venv/bin/python bench/bench_compare.py --base HEAD~2 --quick --parts pipeline
     .venv/bin/python bench/bench_compare.py --base beb03b9 --events 300000 --repeat 3
+    .venv/bin/python bench/bench_compare.py --base HEAD --base-python other-venv/bin/python --quick
 """
 
 from __future__ import annotations
@@ -72,11 +75,13 @@ def median(runs: list[Any]) -> Any:
 def measure(args: argparse.Namespace, base: Path) -> dict[str, dict[str, Figures]]:
     """{"old"|"new": {part: figures}}: the children interleaved, old and new in turn."""
     trees = {"old": base, "new": br.ROOT}
+    pythons = {"old": args.base_python, "new": sys.executable}
     runs: dict[str, dict[str, list[Figures]]] = {k: {} for k in trees}
     for part in args.parts:
         for r in range(args.repeat):
             for side in ("old", "new") if r % 2 == 0 else ("new", "old"):
-                out = br.run_child(part, args.text, args, tree=trees[side])
+                out = br.run_child(part, args.text, args, tree=trees[side],
+                                   python=pythons[side])
                 print(f"[{side} {part} {r + 1}/{args.repeat}: {out['wall']:.0f} s"
                       f"{' FAILED: ' + out['error'] if 'error' in out else ''}]",
                       file=sys.stderr, flush=True)
@@ -147,6 +152,8 @@ def _us(r: Figures, name: str) -> float | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--base", required=True, help="the old code: any git revision")
+    ap.add_argument("--base-python", default=sys.executable,
+                    help="the old side's interpreter (default: this one)")
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--quick", action="store_true", help="100k events")
     ap.add_argument("--parts", default="pipeline,shares",
@@ -178,7 +185,10 @@ def main() -> None:
     head = subprocess.run(["git", "-C", str(br.ROOT), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True).stdout.strip()
     print(f"\nold: {rev} (worktree)   new: {head}{' + uncommitted changes' if dirty else ''} "
-          f"({br.ROOT})\n{args.events:,} {args.text}-text events, scale {args.scale:.3f}, seed "
+          f"({br.ROOT})\n"
+          + (f"old on {args.base_python}, new on {sys.executable}\n"
+             if args.base_python != sys.executable else "")
+          + f"{args.events:,} {args.text}-text events, scale {args.scale:.3f}, seed "
           f"{args.seed}, {args.repeat} round(s), {time.perf_counter() - t0:.0f} s wall")
     old, new = res["old"], res["new"]
     if "pipeline" in args.parts:

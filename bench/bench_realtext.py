@@ -530,10 +530,11 @@ CHILDREN = {"pipeline": child_pipeline, "shares": child_shares, "alone": child_a
 
 
 def run_child(part: str, text: str, args: argparse.Namespace,
-              tree: Path | None = None) -> dict[str, Any]:
+              tree: Path | None = None, python: str | None = None) -> dict[str, Any]:
     """One measurement in a child process, its figures as the child printed them (JSON);
-    ``tree``: the checkout whose code it measures (default: this process's)."""
-    cmd = [sys.executable, __file__, "--child", part, "--text", text, "--events",
+    ``tree``: the checkout whose code it measures (default: this process's); ``python``: the
+    interpreter it runs on (default: this process's)."""
+    cmd = [python or sys.executable, __file__, "--child", part, "--text", text, "--events",
            str(args.events), "--seed", str(args.seed), "--scale", repr(args.scale),
            "--chunk", str(args.chunk), *(["--flat"] if args.flat else [])]
     env = {**os.environ, TREE_ENV: str(tree or TREE)}
