@@ -174,16 +174,17 @@ def split_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
                 size: np.ndarray, blk: np.ndarray, pool: np.ndarray, text_agent: np.ndarray,
                 text_time: np.ndarray,
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                           np.ndarray]:
+                           np.ndarray, np.ndarray]:
     """A merge's distinct (key ``ku``, id ``gu``) pairs (as :func:`distinct_pairs` gives
     them: ``best``, the rank in time order ``by_time`` of their earliest text among the
     batch's, at ``times``, the first of which is text ``base`` of the table): each pair's first
     use (time, text), and the pairs split: those of the cascades (``cids``, sorted) as (pair,
     cascade number, agent), and of the others the new ones (pairs never seen), the others'
     first use made the earlier of the stored one and the pair's in place (in ``pool``: the
-    first ``size`` entries of the n-gram's block ``blk`` in the table ``keys``). One pass,
-    galloping searches (the ids come grouped by prefix: restarted from the front when an id is
-    below its predecessor)."""
+    first ``size`` entries of the n-gram's block ``blk`` in the table ``keys``); and each
+    pair's n-gram's place in ``keys`` (``np.searchsorted``: :func:`counted` needs no search).
+    One pass, galloping searches (the ids come grouped by prefix: restarted from the front
+    when an id is below its predecessor)."""
     n = len(ku)
     agent_mask = np.uint64((1 << AGENT_BITS) - 1)
     tu = np.empty(n, np.float64)
@@ -192,6 +193,7 @@ def split_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
     cno = np.empty(n, np.int64)
     ag = np.empty(n, np.int64)
     fresh = np.empty(n, np.int64)
+    place = np.empty(n, np.int64)
     nc, nk = len(cids), len(keys)
     c, f, lo_c, lo_k = 0, 0, 0, 0
     for i in range(n):
@@ -202,12 +204,13 @@ def split_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
         if i and q < gu[i - 1]:
             lo_c, lo_k = 0, 0
         a = ku[i] & agent_mask
+        lo_k = _gallop(keys, q, lo_k)
+        place[i] = lo_k
         lo_c = _gallop(cids, q, lo_c)
         if lo_c < nc and cids[lo_c] == q:
             ci[c], cno[c], ag[c] = i, lo_c, np.int64(a)
             c += 1
             continue
-        lo_k = _gallop(keys, q, lo_k)
         seen = False
         if lo_k < nk and keys[lo_k] == q:
             b = np.int64(blk[lo_k])
@@ -220,7 +223,7 @@ def split_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
         if not seen:
             fresh[f] = i
             f += 1
-    return tu, xu, ci[:c], cno[:c], ag[:c], fresh[:f]
+    return tu, xu, ci[:c], cno[:c], ag[:c], fresh[:f], place
 
 
 @numba.njit([(U32, INT, I64, I64, I64, U32, U32, I64, U32)], cache=True)
@@ -323,17 +326,19 @@ def pool_compact(pool: np.ndarray, caps: np.ndarray, cls_of: np.ndarray, blk: np
     return out
 
 
-@numba.njit([(U64, F64, U64, U32, F64, U32, INT)], cache=True)
-def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
-            last: np.ndarray, blk: np.ndarray, m: int,
+@numba.njit([(U64, F64, I64, U64, U32, F64, U32, INT)], cache=True)
+def counted(gn: np.ndarray, tn: np.ndarray, pn: np.ndarray, keys: np.ndarray,
+            size: np.ndarray, last: np.ndarray, blk: np.ndarray, m: int,
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                       np.ndarray, np.ndarray]:
-    """New adoptions (ids ``gn``, grouped by id prefix, at times ``tn``) added to the n-gram
-    table (``keys`` sorted, with each n-gram's adopters ``size``, last adoption ``last`` and
-    block ``blk``, size and last updated in place for the n-grams it holds). Returns the table
-    with the unseen n-grams inserted (keys, size, last, block: ``NO_BLOCK``), whether each
-    adoption is of a cascade (``m`` adopters or more) now, the n-grams that became cascades
-    (sorted), the first adoption of each of them in ``gn`` and its adopters before."""
+                       np.ndarray, np.ndarray, np.ndarray]:
+    """New adoptions (ids ``gn``, grouped by id prefix, at times ``tn``; ``pn``: each one's
+    place in ``keys``, as ``np.searchsorted`` gives it) added to the n-gram table (``keys``
+    sorted, with each n-gram's adopters ``size``, last adoption ``last`` and block ``blk``,
+    size and last updated in place for the n-grams it holds). Returns the table with the
+    unseen n-grams inserted (keys, size, last, block: ``NO_BLOCK``; the same arrays when none
+    is unseen: no rewrite), whether each adoption is of a cascade (``m`` adopters or more)
+    now, the n-grams that became cascades (sorted), the first adoption of each of them in
+    ``gn`` and its adopters before, and each adoption's n-gram's row in the table returned."""
     n = len(gn)
     run = np.empty(n + 1, np.int64)  # runs of equal ids: starts, then n
     r = 0
@@ -345,13 +350,13 @@ def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
     rg = np.empty(r, np.uint64)
     rc = np.empty(r, np.int64)
     rt = np.empty(r, np.float64)
+    pos = np.empty(r, np.int64)
     for j in range(r):
-        rg[j], rc[j] = gn[run[j]], run[j + 1] - run[j]
+        rg[j], rc[j], pos[j] = gn[run[j]], run[j + 1] - run[j], pn[run[j]]
         t = tn[run[j]]
         for i in range(run[j] + 1, run[j + 1]):
             t = max(t, tn[i])
         rt[j] = t
-    pos = sorted_search(keys, rg)
     nk = len(keys)
     hit = np.zeros(r, np.bool_)
     before = np.empty(r, np.uint32)
@@ -383,12 +388,16 @@ def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
         nt[u] = max(nt[u], rt[j])
         nfirst[u] = min(nfirst[u], run[j])
     u += 1
-    # cascades now, per adoption, and the n-grams that crossed (first adoption in gn)
+    # cascades now, per adoption, and the n-grams that crossed (first adoption in gn); each
+    # adoption's row after the insertion: an unseen n-gram v goes to npos[v] + v, a held one
+    # moves down by the unseen ones inserted at or before its place (npos ascends)
     cascade = np.empty(n, np.bool_)
+    rows = np.empty(n, np.int64)
     cross_g = np.empty(r + u, np.uint64)
     cross_f = np.empty(r + u, np.int64)
     cross_b = np.zeros(r + u, np.int64)
-    c = 0
+    c, below, at = 0, 0, -1
+    npos_u = npos[:u]
     for j in range(r):
         if hit[j]:
             after = size[pos[j]]
@@ -396,9 +405,16 @@ def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
             if before[j] < m and now:
                 cross_g[c], cross_f[c], cross_b[c] = rg[j], run[j], before[j]
                 c += 1
+            if pos[j] < at:  # the runs ascend but for shared id prefixes
+                below = 0
+            at = pos[j]
+            below = _gallop(npos_u, at + 1, below)  # the unseen inserted at or before it
+            row = at + below
         else:
             now = nc[group[j]] >= m
+            row = npos[group[j]] + group[j]
         cascade[run[j]:run[j + 1]] = now
+        rows[run[j]:run[j + 1]] = row
     for v in range(u):
         if nc[v] >= m:
             cross_g[c], cross_f[c] = ng[v], nfirst[v]
@@ -415,6 +431,8 @@ def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
         else:
             first[d] = min(first[d], cross_f[j])
     d += 1
+    if u == 0:
+        return keys, size, last, blk, cascade, crossed[:d], first[:d], had[:d], rows
     # the unseen n-grams inserted (sorted, so their insertion points ascend)
     keys2 = np.empty(nk + u, np.uint64)
     size2 = np.empty(nk + u, np.uint32)
@@ -431,7 +449,7 @@ def counted(gn: np.ndarray, tn: np.ndarray, keys: np.ndarray, size: np.ndarray,
             keys2[p + v], size2[p + v], last2[p + v] = ng[v], nc[v], nt[v]
             blk2[p + v] = NO_BLOCK
         j = p
-    return keys2, size2, last2, blk2, cascade, crossed[:d], first[:d], had[:d]
+    return keys2, size2, last2, blk2, cascade, crossed[:d], first[:d], had[:d], rows
 
 
 @numba.njit([(U64,)], cache=True)
@@ -475,7 +493,7 @@ def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int,
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The word n-grams (n in lo..hi, by n then position) of texts whose word ids ``w`` are
     concatenated (``lens`` words each), windows across two texts left out, those with more
-    than ``max_stop_share`` stop words (ids in the sorted ``stop_ids``) dropped: (ids, start
+    than ``max_stop_share`` stop words (ids in ``stop_ids``) dropped: (ids, start
     word in ``w``, text, end of each n's part). An id is the rolling hash
     ``(... (w0 * k + w1) * k ...) + w(n-1)`` mod 2^64, as
     :meth:`streams.text.Text.word_ngram_ids` has it."""
@@ -485,17 +503,32 @@ def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int,
     for t in range(len(lens)):
         tid[at:at + lens[t]] = t
         at += lens[t]
+    # the stop ids in an open-addressing set (at most 1/4 full, probed linearly from a
+    # multiplicative hash): a word costs a probe or two, not a binary search's mispredictions
+    bits = 4
+    while (1 << bits) < 4 * len(stop_ids):
+        bits += 1
+    mask = (1 << bits) - 1
+    shift = np.uint64(64 - bits)
+    mul = np.uint64(0x9E3779B97F4A7C15)
+    slot_id = np.zeros(1 << bits, np.uint64)
+    held = np.zeros(1 << bits, np.bool_)
+    for s in stop_ids:
+        h = np.int64((s * mul) >> shift)
+        while held[h] and slot_id[h] != s:
+            h = (h + 1) & mask
+        slot_id[h], held[h] = s, True
     stops = np.zeros(n_w + 1, np.int64)
-    last = len(stop_ids) - 1
     for i in range(n_w):
-        a, b = 0, last
-        while a < b:
-            mid = (a + b) >> 1
-            if stop_ids[mid] < w[i]:
-                a = mid + 1
-            else:
-                b = mid
-        stops[i + 1] = stops[i] + (1 if stop_ids[a] == w[i] else 0)
+        x = w[i]
+        h = np.int64((x * mul) >> shift)
+        stop = 0
+        while held[h]:
+            if slot_id[h] == x:
+                stop = 1
+                break
+            h = (h + 1) & mask
+        stops[i + 1] = stops[i] + stop
     grams = w.copy()
     size = 0
     for n in range(lo, hi + 1):
@@ -554,21 +587,15 @@ def distinct_pairs(order: np.ndarray, sorted_keys: np.ndarray, g: np.ndarray,
     return ku[:m], gu[:m], src[:m], best[:m], True
 
 
-@numba.njit([(I64, F64, I64, I64, I64, I64, F64, I64)], cache=True)
-def exposures(gi: np.ndarray, times: np.ndarray, indptr: np.ndarray, dst: np.ndarray,
-              tail_src: np.ndarray, tail_dst: np.ndarray, t: np.ndarray, k: np.ndarray,
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """Exposures to one cascade: k(a) = edges j -> a with j an adopter before a (a
-    non-adopter: ever), read from the adopters' out-edges only (a CSR ``indptr``/``dst`` of
-    the edges indexed by source, and the newer ones ``tail_src``/``tail_dst`` sorted by
-    source). ``gi``: the adopters' graph nodes (-1: not in the graph), adopted at ``times``.
-    ``t`` (inf) and ``k`` (0) are graph-sized work arrays, left as found. Returns each
-    adopter's exposure (0 outside the graph) and the exposures >= 1 of the non-adopters."""
+@numba.njit(cache=True, inline="always")
+def _exposed(gi: np.ndarray, times: np.ndarray, indptr: np.ndarray, dst: np.ndarray,
+             tail_src: np.ndarray, tail_dst: np.ndarray, t: np.ndarray, k: np.ndarray,
+             touched: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`exposures`, its list of touched nodes in ``touched`` (graph-sized)."""
     n = len(gi)
     for i in range(n):
         if gi[i] >= 0:
             t[gi[i]] = times[i]
-    touched = np.empty(len(t), np.int64)
     m = 0
     indexed = len(indptr) - 1
     for i in range(n):
@@ -615,3 +642,115 @@ def exposures(gi: np.ndarray, times: np.ndarray, indptr: np.ndarray, dst: np.nda
         if gi[i] >= 0:
             t[gi[i]] = np.inf
     return k_ad, others[:o]
+
+
+@numba.njit([(I64, F64, I64, I64, I64, I64, F64, I64)], cache=True)
+def exposures(gi: np.ndarray, times: np.ndarray, indptr: np.ndarray, dst: np.ndarray,
+              tail_src: np.ndarray, tail_dst: np.ndarray, t: np.ndarray, k: np.ndarray,
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Exposures to one cascade: k(a) = edges j -> a with j an adopter before a (a
+    non-adopter: ever), read from the adopters' out-edges only (a CSR ``indptr``/``dst`` of
+    the edges indexed by source, and the newer ones ``tail_src``/``tail_dst`` sorted by
+    source). ``gi``: the adopters' graph nodes (-1: not in the graph), adopted at ``times``.
+    ``t`` (inf) and ``k`` (0) are graph-sized work arrays, left as found. Returns each
+    adopter's exposure (0 outside the graph) and the exposures >= 1 of the non-adopters."""
+    return _exposed(gi, times, indptr, dst, tail_src, tail_dst, t, k,
+                    np.empty(len(t), np.int64))
+
+
+@numba.njit([(I64, F64, INT)], cache=True)
+def earliest_k(agents: np.ndarray, times: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k earliest adoptions, ties by agent, in that order (``np.lexsort((agents,
+    times))[:k]``): only those up to the k-th earliest time are sorted."""
+    n = len(times)
+    if k <= 0:
+        return np.empty(0, np.int64)
+    if k < n:
+        kth = np.partition(times.copy(), k - 1)[k - 1]
+        sel = np.flatnonzero(times <= kth)
+    else:
+        sel = np.arange(n)
+    st = times[sel]
+    order = sel[np.argsort(st, kind="mergesort")]
+    i = 0  # runs of equal times sorted by agent (insertion: the runs are short)
+    while i < len(order):
+        j = i + 1
+        while j < len(order) and times[order[j]] == times[order[i]]:
+            j += 1
+        for a in range(i + 1, j):
+            x = order[a]
+            b = a - 1
+            while b >= i and agents[order[b]] > agents[x]:
+                order[b + 1] = order[b]
+                b -= 1
+            order[b + 1] = x
+        i = j
+    return order[:k].copy()
+
+
+@numba.njit([(U32, U32, I64, U32, I64)], cache=True)
+def gather_segments(ev: np.ndarray, indptr: np.ndarray, numbers: np.ndarray, out: np.ndarray,
+                    fill: np.ndarray) -> None:
+    """Segments ``numbers`` of one level of the cascades' store (texts ``ev``, segment starts
+    ``indptr``) appended to their places in ``out``: segment ``numbers[i]`` at ``fill[i]``,
+    which moves past it."""
+    for i in range(len(numbers)):
+        c = numbers[i]
+        a, b = np.int64(indptr[c]), np.int64(indptr[c + 1])
+        out[fill[i]:fill[i] + b - a] = ev[a:b]
+        fill[i] += b - a
+
+
+@numba.njit([(U32, I64, U32, F64, I64, I64, I64, I64, I64, F64, I64, INT, INT)], cache=True)
+def exposure_batch(texts: np.ndarray, offsets: np.ndarray, text_agent: np.ndarray,
+                   text_time: np.ndarray, gmap: np.ndarray, indptr: np.ndarray,
+                   dst: np.ndarray, tail_src: np.ndarray, tail_dst: np.ndarray, t: np.ndarray,
+                   k: np.ndarray, cap: int, shown: int,
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                              np.ndarray, np.ndarray]:
+    """The exposure figures of cascades (cascade i: its adoptions' texts
+    ``texts[offsets[i]:offsets[i + 1]]``, the agents ``text_agent`` at ``text_time``; ``gmap``:
+    agent -> graph node, -1 none), as :func:`exposures` reads them (edges and work arrays
+    alike): by exposure 0..``cap`` (the larger pooled at ``cap``), the graph's agents with an
+    exposure >= 1 or adopters in the graph, and the adopters in the graph; how many agents
+    that counts; and the ``shown`` earliest adopters (:func:`earliest_k`): their agent, time
+    and exposure (-1: not in the graph), one cascade after another (``first``: where each
+    cascade's begin)."""
+    n = len(offsets) - 1
+    agents_k = np.zeros((n, cap + 1), np.int64)
+    adopted_k = np.zeros((n, cap + 1), np.int64)
+    counted = np.empty(n, np.int64)
+    first = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        first[i + 1] = first[i] + min(shown, offsets[i + 1] - offsets[i])
+    first_agent = np.empty(first[n], np.uint32)
+    first_time = np.empty(first[n], np.float64)
+    first_exp = np.empty(first[n], np.int32)
+    touched = np.empty(len(t), np.int64)
+    for i in range(n):
+        mine = texts[offsets[i]:offsets[i + 1]]
+        m = len(mine)
+        agents = np.empty(m, np.int64)
+        times = np.empty(m, np.float64)
+        gi = np.empty(m, np.int64)
+        for a in range(m):
+            agents[a] = text_agent[mine[a]]
+            times[a] = text_time[mine[a]]
+            gi[a] = gmap[agents[a]]
+        k_ad, others = _exposed(gi, times, indptr, dst, tail_src, tail_dst, t, k, touched)
+        inside = 0
+        for a in range(m):
+            if gi[a] >= 0:
+                adopted_k[i, min(k_ad[a], cap)] += 1
+                inside += 1
+        agents_k[i] = adopted_k[i]
+        for o in others:
+            agents_k[i, min(o, cap)] += 1
+        counted[i] = inside + len(others)
+        f = earliest_k(agents, times, shown)
+        for j in range(len(f)):
+            a = f[j]
+            first_agent[first[i] + j] = np.uint32(agents[a])
+            first_time[first[i] + j] = times[a]
+            first_exp[first[i] + j] = np.int32(k_ad[a] if gi[a] >= 0 else -1)
+    return agents_k, adopted_k, counted, first, first_agent, first_time, first_exp

@@ -33,9 +33,11 @@ binary search, galloping from the previous pair of the same cascade); the other 
 adoptions are a pool of blocks, one an n-gram (its texts, at most ``min_adopters`` - 1: the
 n-gram's entry in the table, found by a galloping search from the previous pair, says where,
 and its adopter count is the block's fill), scanned for the pair's agent. One kernel
-(:func:`counted`) adds the new adoptions to the n-gram table (sorted by id: a galloping search,
-the unseen n-grams merged in one pass) and finds the n-grams that became cascades; another
-(:func:`pool_put`) puts the others into their n-grams' blocks, O(new) (no pass over the
+(:func:`counted`) adds the new adoptions to the n-gram table (sorted by id: each n-gram's
+place is the one the split's search found; the unseen n-grams merged in one pass, the table
+not rewritten when there are none) and finds the n-grams that became cascades; another
+(:func:`pool_put`) puts the others into their n-grams' blocks (at the rows counted gives),
+O(new) (no pass over the
 store: a block that fills up moves to one of the next capacity, 1, 2, 4, ...
 ``min_adopters`` - 1, the old one freed; free blocks are kept on a free list a capacity and
 taken first; when they are over a quarter of the pool it is compacted, O(pool), so a free
@@ -66,7 +68,9 @@ cumulative edge arrays (:meth:`InteractionGraph.arrays`, indexed by source once 
 static-graph computation (replay's last report, :meth:`streams.pipeline.Pipeline.close`).
 Each cascade's exposures cost O(its adopters' out-edges), not O(graph): times and hit counts
 are looked up in graph-sized work arrays made once per analysis (not kept, not pickled) and
-restored after each cascade. ``snapshot`` has no
+restored after each cascade; the cascades an analysis recomputes go through one compiled pass
+(:func:`exposure_batch`: their adoptions gathered level by level, their figures and first
+adopters out), not a Python round a cascade. ``snapshot`` has no
 side effect: what it reports depends on the events and on event time only, so the live
 reducer, which snapshots every second, and a replay agree.
 
@@ -123,7 +127,9 @@ from streams.state.cascade_kernels import (
     batch_ngrams,
     counted,
     distinct_pairs,
+    exposure_batch,
     exposures,
+    gather_segments,
     inserted,
     merge_order,
     merge_segments,
@@ -132,7 +138,6 @@ from streams.state.cascade_kernels import (
     pool_put,
     pool_take,
     segment_find,
-    sorted_search,
     split_pairs,
 )
 from streams.state.graph import InteractionGraph
@@ -296,19 +301,6 @@ class CascadeConfig:
     adopters_shown: int = 50
     max_exposure: int = 10
     exposure_cascades: int = 1000
-
-
-def _earliest_k(agents: np.ndarray, times: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k earliest adoptions (ties by agent), in order: only those up to the
-    k-th earliest time are sorted.
-
-    >>> _earliest_k(np.array([5, 3, 4, 1]), np.array([2.0, 1.0, 2.0, 9.0]), 2).tolist()
-    [1, 2]
-    """
-    if 0 < k < len(times):
-        sel = np.flatnonzero(times <= np.partition(times, k - 1)[k - 1])
-        return sel[np.lexsort((agents[sel], times[sel]))][:k]
-    return np.lexsort((agents, times))[:k]
 
 
 def _ordered(cno: np.ndarray, agent: np.ndarray) -> bool:
@@ -487,6 +479,21 @@ class _Cascades:
         """Texts of first use of one cascade's adoptions (each level's in agent order)."""
         return np.concatenate([ev[ptr[number]:ptr[number + 1]]
                                for ev, ptr in zip(self.evs, self.ptrs, strict=True) if len(ev)])
+
+    def of_many(self, numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`of` for several cascades, one after another, and where each begins (and
+        the end): a pass a level."""
+        levels = [(ev, ptr) for ev, ptr in zip(self.evs, self.ptrs, strict=True) if len(ev)]
+        counts = np.zeros(len(numbers), np.int64)
+        for _, ptr in levels:
+            counts += ptr[numbers + 1].astype(np.int64) - ptr[numbers]
+        offsets = np.zeros(len(numbers) + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        out = np.empty(offsets[-1], np.uint32)
+        fill = offsets[:-1].copy()
+        for ev, ptr in levels:
+            gather_segments(ev, ptr, numbers, out, fill)
+        return out, offsets
 
 
 @dataclass(slots=True)
@@ -683,7 +690,7 @@ class CascadeEngine:
         # id order, so the pairs in key order are in that order already unless two cascades
         # share an id prefix (then sorted); the other pairs: those seen (found in their
         # n-gram's block) take the earlier first use, the others are new
-        tu, xu, ci, cno, ag, new_s = split_pairs(
+        tu, xu, ci, cno, ag, new_s, place = split_pairs(
             ku, gu, best, by_time, times, base, self._cids, self._keys, self._size, self._blk,
             self._small.pool, self._ta, self._tt)
         if not _ordered(cno, ag):
@@ -697,13 +704,16 @@ class CascadeEngine:
         fresh[new_s] = True
         new = np.flatnonzero(fresh)
         self.adoptions_total += len(new)
-        cascade, crossed, had = self._count(gu[new], tu[new], src[new], origin)
+        cascade, crossed, had, rows, crossed_rows = self._count(gu[new], tu[new], place[new],
+                                                                src[new], origin)
         is_cascade = np.zeros(len(ku), bool)
         is_cascade[new] = cascade
+        row = np.empty(len(ku), np.int64)  # the new adoptions' n-grams' rows in the table
+        row[new] = rows
         stay = ~is_cascade[new_s]
         kept = new_s[stay]
-        self._small.put(self._blk, self._size, sorted_search(self._keys, gu[kept]), xu[kept])
-        moved_t = self._small.take(self._blk[np.searchsorted(self._keys, crossed)], had)
+        self._small.put(self._blk, self._size, row[kept], xu[kept])
+        moved_t = self._small.take(self._blk[crossed_rows], had)
         moved_g = np.repeat(crossed, had)
         nf = ~found_b
         adds = [(cno[nf], xu[ci[nf]], at_b[nf])]
@@ -753,18 +763,22 @@ class CascadeEngine:
             raise ValueError("more than 2^32 texts")
         return base
 
-    def _count(self, gn: np.ndarray, tn: np.ndarray, srcn: np.ndarray, origin: tuple,
-               ) -> tuple[np.ndarray, np.ndarray]:
-        """Add new adoptions (grouped by id prefix) to each n-gram's count and name the new
-        cascades. Returns which new adoptions are of cascades, and the new cascades."""
+    def _count(self, gn: np.ndarray, tn: np.ndarray, pn: np.ndarray, srcn: np.ndarray,
+               origin: tuple,
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Add new adoptions (grouped by id prefix; ``pn``: their n-grams' places in the
+        table) to each n-gram's count and name the new cascades. Returns which new adoptions
+        are of cascades, the new cascades and their adopters before, each adoption's n-gram's
+        row in the table and each new cascade's."""
         if not len(gn):
-            return np.zeros(0, bool), np.zeros(0, np.uint64), np.zeros(0, np.int64)
-        (self._keys, self._size, self._last, self._blk, cascade, crossed, first, had
-         ) = counted(gn, tn, self._keys, self._size, self._last, self._blk,
+            none = np.zeros(0, np.int64)
+            return np.zeros(0, bool), np.zeros(0, np.uint64), none, none, none
+        (self._keys, self._size, self._last, self._blk, cascade, crossed, first, had, rows
+         ) = counted(gn, tn, pn, self._keys, self._size, self._last, self._blk,
                      self.config.min_adopters)
         if len(crossed):
             self._name(srcn[first], origin)
-        return cascade, crossed, had
+        return cascade, crossed, had, rows, rows[first]
 
     def _name(self, flat: np.ndarray, origin: tuple) -> None:
         """The words of n-grams that just became cascades (in id order: the order they are
@@ -955,7 +969,8 @@ class CascadeEngine:
         cap = cfg.max_exposure
         budget = cfg.exposure_budget
         stale = 0
-        scratch: _Scratch | None = None
+        todo: list[int] = []
+        sized: list[int] = []
         for gid, size in zip(largest, lsizes, strict=True):  # largest first
             ex = self._exposure.get(gid)
             if ex is not None and ex.size == size and not full:
@@ -964,18 +979,21 @@ class CascadeEngine:
                 stale += 1  # over the budget (the first one is always done)
                 continue
             budget -= size
-            texts = self._cascade_texts(gid)
-            agents, times = self._ta[texts].astype(np.int64), self._tt[texts]
-            if scratch is None:
-                scratch = _Scratch(nodes)
-            gi, k_ad, others = self._exposure_of(agents, times, scratch)
-            inside = gi >= 0
-            adopted = np.bincount(np.minimum(k_ad[inside], cap), minlength=cap + 1)
-            first = _earliest_k(agents, times, cfg.adopters_shown)
-            self._exposure[gid] = _Exposure(
-                size, adopted + np.bincount(np.minimum(others, cap), minlength=cap + 1),
-                adopted, int(inside.sum()) + len(others), agents[first].astype(np.uint32),
-                times[first], np.where(gi[first] >= 0, k_ad[first], -1).astype(np.int32))
+            todo.append(gid)
+            sized.append(size)
+        if todo:  # every one computed in one compiled pass
+            texts, offsets = self._big.of_many(
+                np.searchsorted(self._cids, np.array(todo, np.uint64)))
+            scratch = _Scratch(nodes)
+            e = self._edges
+            agents_k, adopted_k, counted_k, first, f_agent, f_time, f_exp = exposure_batch(
+                texts, offsets, self._ta, self._tt, self._gmap, e.indptr, e.dst, e.tail_src,
+                e.tail_dst, scratch.t, scratch.k, cap, cfg.adopters_shown)
+            for i, (gid, size) in enumerate(zip(todo, sized, strict=True)):
+                a, b = first[i], first[i + 1]
+                self._exposure[gid] = _Exposure(
+                    size, agents_k[i].copy(), adopted_k[i].copy(), int(counted_k[i]),
+                    f_agent[a:b].copy(), f_time[a:b].copy(), f_exp[a:b].copy())
         agents_k = np.zeros(cap + 1, np.int64)
         adopted_k = np.zeros(cap + 1, np.int64)
         known = [ex for ex in map(self._exposure.get, largest) if ex is not None]

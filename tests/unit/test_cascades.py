@@ -402,9 +402,10 @@ def test_pool_kernels_match_a_dict_of_lists() -> None:
         n = len(gu)
         by_time, times = rng.permutation(n), rng.random(n)
         held = pool.pool.copy()
-        tu, xu, ci, cno, ag, fresh = kernels.split_pairs(
+        tu, xu, ci, cno, ag, fresh, place = kernels.split_pairs(
             ku, gu, np.arange(n), by_time, times, 9_000, np.arange(60, 64, dtype=np.uint64),
             keys, size, blk, held, text_agent, np.full(5_000, 0.5))
+        assert place.tolist() == np.searchsorted(keys, gu).tolist()
         assert tu.tolist() == times[by_time].tolist()
         assert xu.tolist() == (by_time + 9_000).tolist()
         casc = np.flatnonzero(gu >= 60)
@@ -469,12 +470,16 @@ def test_counted_is_the_tables_plain_update() -> None:
     (an n-gram may come in several runs), existing and unseen n-grams, crossings."""
     rng = np.random.default_rng(11)
     m = 4
-    for n_old, n_new in ((0, 30), (40, 0), (60, 300), (500, 2_000)):
+    for n_old, n_new in ((0, 30), (40, 0), (60, 300), (500, 2_000), (500, -300)):
         keys = np.unique(rng.integers(0, 200, n_old).astype(np.uint64) * np.uint64(2**40))
         size = rng.integers(1, 7, len(keys)).astype(np.uint32)
         last = rng.random(len(keys)) * 10
-        gn = (rng.integers(0, 260, n_new).astype(np.uint64) * np.uint64(2**40)
-              | rng.integers(0, 2, n_new).astype(np.uint64))  # ids 2^40 apart: shared prefixes
+        if n_new < 0:  # only n-grams the table holds: not rewritten
+            n_new = -n_new
+            gn = rng.choice(keys, n_new)
+        else:
+            gn = (rng.integers(0, 260, n_new).astype(np.uint64) * np.uint64(2**40)
+                  | rng.integers(0, 2, n_new).astype(np.uint64))  # 2^40 apart: shared prefixes
         gn = gn[np.argsort(gn >> np.uint64(40), kind="stable")]  # grouped by prefix only
         tn = rng.random(n_new) * 10
         want = {int(k): (int(s), float(t)) for k, s, t in zip(keys, size, last, strict=True)}
@@ -486,9 +491,12 @@ def test_counted_is_the_tables_plain_update() -> None:
             want[g] = (s0 + 1, max(t0, t))
             firsts.setdefault(g, i)
         blk = np.arange(len(keys), dtype=np.uint32)
-        k2, s2, l2, b2, cascade, crossed, first, had = kernels.counted(
-            gn, tn, keys.copy(), size.copy(), last.copy(), blk, m)
+        held = keys.copy()
+        k2, s2, l2, b2, cascade, crossed, first, had, rows = kernels.counted(
+            gn, tn, np.searchsorted(keys, gn), held, size.copy(), last.copy(), blk, m)
         assert k2.tolist() == sorted(want)
+        assert rows.tolist() == np.searchsorted(k2, gn).tolist()  # each adoption's row
+        assert (k2 is held) == (set(gn.tolist()) <= set(keys.tolist()))
         assert [(int(s), float(t)) for s, t in zip(s2, l2, strict=True)] == [
             want[k] for k in sorted(want)]
         assert cascade.tolist() == [want[g][0] >= m for g in gn.tolist()]
@@ -513,3 +521,15 @@ def test_batch_ngrams_are_each_texts_kept_ngrams() -> None:
         got = sorted(zip(ns[mine].tolist(), starts[mine].tolist(), g[mine].tolist(),
                          strict=True))
         assert got == sorted(zip(n.tolist(), s.tolist(), ids.tolist(), strict=True))
+
+
+def test_earliest_k_is_the_lexsorts_head() -> None:
+    """The analysis' first adopters: the k earliest by time, ties by agent (agents distinct,
+    as in a cascade), with many ties, k under, at and over the adoptions."""
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        n, k = int(rng.integers(0, 80)), int(rng.integers(0, 90))
+        times = rng.integers(0, 6, n).astype(np.float64)
+        agents = rng.permutation(1_000)[:n].astype(np.int64)
+        assert (kernels.earliest_k(agents, times, k).tolist()
+                == np.lexsort((agents, times))[:k].tolist())
