@@ -163,7 +163,7 @@ def _scan(text: str) -> tuple[np.ndarray, np.ndarray, _Vocab]:
     while True:
         if 2 * len(data) > len(_buf):
             _buf = np.zeros(max(2 * len(data), 2 * len(_buf)), np.uint8)
-            _out = np.zeros(2 * len(_buf), np.int64)
+            _out = np.zeros(4 * len(_buf), np.int64)
         k, m, missing, b = textscan.scan(np.frombuffer(data, np.uint8), _lower, _cls,
                                          *v.scanned, _buf, _out)
         if missing == textscan.UNMET:  # a code point met for the first time
@@ -186,7 +186,7 @@ def _scan(text: str) -> tuple[np.ndarray, np.ndarray, _Vocab]:
 
 # the scan's scratch (:func:`_scan`), grown as needed: the lower-cased text, the rows
 _buf = np.zeros(1 << 14, np.uint8)
-_out = np.zeros(1 << 15, np.int64)
+_out = np.zeros(1 << 16, np.int64)
 
 
 def tokenize(text: str) -> list[str]:

@@ -43,6 +43,10 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from streams.kernels import B1, I64, INT, U8, U8_RO, U32, U64
 
@@ -73,6 +77,22 @@ def _char(data: np.ndarray, i: int) -> tuple[int, int]:
                 | (np.int64(data[i + 2]) & 0x3F)), 3
     return (((b & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
             | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)), 4
+
+
+@intrinsic
+def _prefetch(typingctx: object, arr: types.Array, i: types.Integer) -> tuple[object, object]:
+    """Ask the CPU for the cache line of ``arr[i]`` (LLVM's prefetch: a read, kept in every
+    cache level; a hint, which changes no value)."""
+    def codegen(context: object, builder: ir.IRBuilder, signature: object,
+                args: tuple[object, object]) -> object:
+        ary = context.make_array(arr)(context, builder, args[0])  # type: ignore[attr-defined]
+        ptr = cgutils.get_item_pointer(context, builder, arr, ary, [args[1]])
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
+            ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()  # type: ignore[attr-defined]
+    return types.void(arr, i), codegen
 
 
 @numba.njit(cache=True)
@@ -255,27 +275,39 @@ def _find(data: np.ndarray, s: int, e: int, h: np.uint64, head: np.uint64, slots
 @numba.njit(cache=True)
 def _scan_rows(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.ndarray,
                lens: np.ndarray, chars: np.ndarray, out: np.ndarray) -> tuple[int, int, int]:
-    """:func:`scan` on the lower-cased bytes."""
+    """:func:`scan` on the lower-cased bytes: every token first (its start, end, hash and head
+    kept in ``out``, which holds ``4 len(data)``), its slot's cache line asked for as it is
+    found, then every look-up (between two texts the engines push the table out of the CPU's
+    caches: the fetches overlap the scan instead of stalling a look-up each)."""
     n = len(data)
+    mask = (len(slots) >> 1) - 1
     k = 0
-    m = 0
-    missing = 0
     i = 0
     while True:
         s, e, h, head = _token(data, i, cls)
         if s < 0:
             return 0, 0, UNMET
         if s == e:
-            return k, m, missing
-        r, word = _find(data, s, e, h, head, slots, starts, lens, chars)
-        out[k] = r
+            break
+        _prefetch(slots, 2 * np.int64(h & np.uint64(mask)))
+        out[k] = s
+        out[n + k] = e
+        out[2 * n + k] = np.int64(h)  # (the same 64 bits)
+        out[3 * n + k] = np.int64(head)
         k += 1
+        i = e
+    m = 0
+    missing = 0
+    for j in range(k):  # each row over the start it was read from, each word row over an end
+        r, word = _find(data, out[j], out[n + j], np.uint64(out[2 * n + j]),
+                        np.uint64(out[3 * n + j]), slots, starts, lens, chars)
+        out[j] = r
         if r < 0:
             missing += 1
         elif word:
             out[n + m] = r
             m += 1
-        i = e
+    return k, m, missing
 
 
 @numba.njit([(U8_RO, U32, U8, U64, I64, I64, U8, U8, I64)], cache=True)
@@ -284,7 +316,7 @@ def scan(data: np.ndarray, lower: np.ndarray, cls: np.ndarray, slots: np.ndarray
          out: np.ndarray) -> tuple[int, int, int, int]:
     """The text ``data`` lower-cased into ``buf`` (:func:`lowered`; ``buf`` holds
     ``1.5 len(data)``), then the cache rows of the tokens of those ``b`` bytes (-1: not cached)
-    written to ``out[:k]`` and those of its word tokens to ``out[b:][:m]`` (``out`` holds ``2
+    written to ``out[:k]`` and those of its word tokens to ``out[b:][:m]`` (``out`` holds ``4
     b``: the caller's scratch, so that no array is made here); returns k, m, how many rows are
     missing and b, or (0, 0, code, 0): :data:`UNMET` if the text holds a code point not yet
     classified or lowered, :data:`CONTEXT` if one it holds is lowered in context."""
