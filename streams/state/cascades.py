@@ -676,8 +676,8 @@ class CascadeEngine:
         rank = np.empty(len(times), np.int64)
         rank[by_time] = np.arange(len(times))
         # sorted by a packed key: the id prefix shifted down to leave only the bits the
-        # batch's agents need (the same order, fewer radix passes: 38 + 17 bits fit 5 of 11
-        # bits up to 131k agents, where the full 64 take 6)
+        # batch's agents need (the same order, fewer radix passes: 38 + 17 bits fit 7 of 8
+        # bits up to 131k agents, where the full 64 take 8)
         ab = max(int(agents.max()).bit_length(), 1)
         key = pair_keys(g, text_of, agents, np.uint64(PREFIX_MASK), ab)
         order, sorted_keys = argsort_keys(key)
@@ -714,7 +714,6 @@ class CascadeEngine:
         kept = new_s[stay]
         self._small.put(self._blk, self._size, row[kept], xu[kept])
         moved_t = self._small.take(self._blk[crossed_rows], had)
-        moved_g = np.repeat(crossed, had)
         nf = ~found_b
         adds = [(cno[nf], xu[ci[nf]], at_b[nf])]
         if len(crossed):  # number the new cascades; their earlier adoptions join their store
@@ -727,7 +726,9 @@ class CascadeEngine:
             adds[0] = (np.flatnonzero(old)[cno[nf]], *adds[0][1:])  # the others renumbered
             joining = new_s[~stay]
             jt = np.concatenate((xu[joining], moved_t))
-            jc = np.searchsorted(self._cids, np.concatenate((gu[joining], moved_g)))
+            # their numbers: the new cascades' places (``at``, in the order of ``crossed``)
+            jc = at[np.concatenate((np.searchsorted(crossed, gu[joining]),
+                                    np.repeat(np.arange(len(crossed)), had)))]
             # a new cascade's adoptions go where its (empty) segment is in level 0; all
             # the adoptions merged in (cascade, agent) order: the others' are in that order
             # already (renumbering keeps it), so two sorted runs, one merging pass
