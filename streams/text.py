@@ -110,11 +110,12 @@ class _Vocab:
         return self.slots, self.starts, self.lens, self.chars
 
     def add(self, tokens: list[str]) -> None:
-        """Add distinct tokens the cache does not hold."""
+        """Add distinct tokens the cache does not hold (each column filled at once)."""
         r0 = self.n
         r1 = self.n = r0 + len(tokens)
         encoded = [t.encode("utf-8") for t in tokens]
-        size = sum(map(len, encoded))
+        lens = np.fromiter(map(len, encoded), np.int64, len(tokens))
+        size = int(lens.sum())
         if r1 > len(self.tid):
             grow = max(r1, 2 * len(self.tid)) - len(self.tid)
             for name in ("strs", "tid", "isword", "nchars", "isalpha", "starts", "lens"):
@@ -124,14 +125,16 @@ class _Vocab:
         if self.used + size > len(self.chars):
             extra = max(self.used + size, 2 * len(self.chars)) - len(self.chars)
             self.chars = np.concatenate((self.chars, np.zeros(extra, np.uint8)))
-        for r, (t, b) in enumerate(zip(tokens, encoded, strict=True), r0):
-            self.tid[r] = int.from_bytes(hashlib.blake2b(b, digest_size=8).digest(), "little",
-                                         signed=True)
-            self.isword[r] = is_word(t)
-            self.nchars[r], self.isalpha[r] = len(t), t.isalpha()
-            self.starts[r], self.lens[r] = self.used, len(b)
-            self.chars[self.used:self.used + len(b)] = np.frombuffer(b, np.uint8)
-            self.used += len(b)
+        # the id: blake2b's first 8 bytes, little-endian, signed (no Python int a token)
+        self.tid[r0:r1] = np.frombuffer(b"".join(
+            [hashlib.blake2b(b, digest_size=8).digest() for b in encoded]), "<i8")
+        self.isword[r0:r1] = [is_word(t) for t in tokens]
+        self.nchars[r0:r1] = np.fromiter(map(len, tokens), np.int64, len(tokens))
+        self.isalpha[r0:r1] = np.fromiter(map(str.isalpha, tokens), bool, len(tokens))
+        self.starts[r0:r1] = np.cumsum(lens) - lens + self.used
+        self.lens[r0:r1] = lens
+        self.chars[self.used:self.used + size] = np.frombuffer(b"".join(encoded), np.uint8)
+        self.used += size
         self.strs[r0:r1] = tokens
         if 2 * r1 > len(self.slots) // 2:  # rehash every row into a table at most half full
             self.slots = np.zeros(2 << (2 * r1 - 1).bit_length(), np.uint64)
@@ -176,9 +179,8 @@ def _scan(text: str) -> tuple[np.ndarray, np.ndarray, _Vocab]:
     if missing:
         rows, v = _fresh(_out[:k], v)
         raw = _buf[:b].tobytes()
-        v.add(list(dict.fromkeys(raw[s:e].decode("utf-8") for (s, e), r in zip(
-            textscan.bounds(np.frombuffer(raw, np.uint8), _cls).tolist(), rows.tolist(),
-            strict=True) if r < 0)))
+        spans = textscan.bounds(np.frombuffer(raw, np.uint8), _cls)[rows < 0].tolist()
+        v.add(list(dict.fromkeys(raw[s:e].decode("utf-8") for s, e in spans)))
         k, m, _, b = textscan.scan(np.frombuffer(data, np.uint8), _lower, _cls, *v.scanned,
                                    _buf, _out)
     return _out[:k], _out[b:b + m], v
