@@ -21,6 +21,7 @@ from streams.state.pagerank import (
     largest_gap_cut,
     pagerank_arrays,
     pagerank_exact,
+    summarise_vector,
     top_mass,
 )
 from streams.state.pagerank_kernels import pairwise_sum
@@ -68,6 +69,32 @@ def test_concentration_rules() -> None:
     assert largest_gap_cut([0.25] * 4) == 0  # all tied: no super-node
     assert largest_gap_cut([0.3, 0.3, 0.2, 0.2]) == 2  # the cut never splits a tie
     assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3) and jaccard(set(), set()) == 1
+
+
+def test_summary_from_the_sorted_head_is_the_full_sorts() -> None:
+    """summarise_vector sorts only the head of a long vector when the gap rule allows: the
+    same summary as the gap rule and top-k mass over the whole vector sorted, on heavy tails
+    (the head path), flat vectors and ties at the head's edge (the full sort)."""
+    rng = np.random.default_rng(7)
+    vectors = []
+    for n in (1000, 1025, 5000, 20000):
+        vectors.append(rng.pareto(1.2, n) + 1.0)  # heavy tail: the big gap in the head
+        vectors.append(rng.random(n))  # flat: small gaps everywhere
+        tied = rng.pareto(3.0, n)
+        tied[np.argsort(-tied)[:300]] = tied.max()  # the cut runs past the head
+        vectors.append(tied)
+        step = np.repeat([3.0, 1.0, 0.5], [250, 6, n - 256])  # the tie ends at the head's edge
+        vectors.append(rng.permutation(step))
+    for v in vectors:
+        p = v / v.sum()
+        names = [f"a{i}" for i in range(len(p))]
+        got = summarise_vector(names, p, 7)
+        values = -np.sort(-p)
+        k = largest_gap_cut(values)
+        ranked_all = sorted(zip(names, p.tolist(), strict=True), key=lambda x: (-x[1], x[0]))
+        assert got.top_mass == top_mass(values)
+        assert got.supernodes == [a for a, _ in ranked_all[:k]]
+        assert got.top == ranked_all[:20]
 
 
 def test_window_pagerank_stays_within_its_bound_under_churn() -> None:
