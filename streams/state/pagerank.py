@@ -476,12 +476,9 @@ def _head_cut(p: np.ndarray, top_n: int = 20) -> tuple[np.ndarray, int]:
         above = p[p >= sample[-(HEAD // 4)]]  # all values at or above it: the head among them
         if len(above) > HEAD:
             head = -np.sort(-above)[: HEAD + 1]
-            gaps = head[:-1] - head[1:]
-            top = gaps.max()
+            top = (head[:-1] - head[1:]).max()
             if top > tie and top - tie > head[-1] - p.min():
-                k = int(np.flatnonzero(gaps >= top - tie)[0]) + 1
-                while k < len(head) and head[k - 1] - head[k] <= tie:
-                    k += 1
+                k = largest_gap_cut(head, tie)  # the head's gaps decide, as the rest's can't
                 if k < HEAD:
                     return head, k
     values = -np.sort(-p)  # descending: the gap rule reads every gap
