@@ -477,8 +477,7 @@ class _Cascades:
 
     def of(self, number: int) -> np.ndarray:
         """Texts of first use of one cascade's adoptions (each level's in agent order)."""
-        return np.concatenate([ev[ptr[number]:ptr[number + 1]]
-                               for ev, ptr in zip(self.evs, self.ptrs, strict=True) if len(ev)])
+        return self.of_many(np.array([number], np.int64))[0]
 
     def of_many(self, numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`of` for several cascades, one after another, and where each begins (and
