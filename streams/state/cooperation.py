@@ -26,10 +26,11 @@ thresholds and "a heuristic solution score"):
   no score. *Successful*: score > ``success_threshold`` (0.5, the code's success outcome).
   Published: 164 threads, 6.7 % successful.
 
-How: one record per thread (keyed by post id) that each post or comment moves in O(1) (plus
-one scan of its text for the keywords until the thread has one, and one solution score when
-the comment becomes the thread's solution candidate); every figure is a set, a count, a
-minimum, a maximum or a latest-by-key, so it does not depend on arrival order. Each thread's
+How: one record per thread (keyed by post id) that each post or comment moves in O(1) (plus,
+while the thread has no keyword or when the comment becomes its solution candidate, one
+compiled pass over the text's bytes giving both verdicts: :mod:`.cooperation_kernels`);
+every figure is a set, a count, a minimum, a maximum or a latest-by-key, so it does not depend
+on arrival order. Each thread's
 contribution (its UTC day: of its earliest event; cooperation; successful) is kept in per-day
 sums, moved when it changes, so ``snapshot`` costs O(days + live cooperation threads) (one
 tuple each to pick the ``shown`` latest; records only for those), not O(threads). A thread
@@ -113,6 +114,9 @@ def balanced(text: str) -> bool:
 _SCORES: dict[tuple[bool, bool, bool, bool], float] = {
     (c, m, t, b): 0.3 * c + 0.2 * m + 0.3 * t + 0.2 * b
     for c in (False, True) for m in (False, True) for t in (False, True) for b in (False, True)}
+# the same floats by the kernel's flags (cooperation_kernels: CODE 1, COMMENTS 2, TESTS 4,
+# BALANCED 8)
+_SCORE_OF = [_SCORES[bool(f & 1), bool(f & 2), bool(f & 4), bool(f & 8)] for f in range(16)]
 
 
 def fold_bytes(text: str) -> bytes:
@@ -240,14 +244,14 @@ class CooperationEngine:
         self.threads_total = 0
         self.late_total = 0
 
-    def _scanner(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The keyword kernel's tables: the folded text searched for every keyword in one
-        compiled pass (any keyword list the kernel takes), else None: one substring search a
-        keyword."""
+    def _scanner(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+        """The kernel's tables and keyword count: a text's keyword and score verdicts from one
+        compiled pass over its bytes (any keyword list the kernel takes), else None: one
+        substring search a keyword, and :func:`solution_score`."""
         words = self._keywords
         if (self._fold is fold and 0 < len(words) <= cooperation_kernels.MAX_KEYWORDS
                 and all(len(k) >= 2 for k in words)):
-            return cooperation_kernels.tables(words)
+            return (*cooperation_kernels.tables(words), len(words))
         return None
 
     def __getstate__(self) -> dict[str, Any]:  # the kernel's tables are made again
@@ -319,7 +323,7 @@ class CooperationEngine:
                     th.agents = (agents, author)
             elif author not in agents:
                 th.agents = with_member(agents, author)
-        low: str | None = None  # the text folded (or lower-cased), made once, only if read
+        scored = False  # whether the text is now the solution (scored)
         if kind is CommentEvent:
             text = event.content
             th.comments += 1
@@ -328,18 +332,31 @@ class CooperationEngine:
             later = th.sol_id is None or t > th.sol_t or (t == th.sol_t and cid > th.sol_id)
             if "`" in text:
                 if later or not th.code:
-                    low = self._fold(text)
                     th.sol_t, th.sol_id, th.code = t, cid, True
-                    th.sol_score = solution_score(text, low)
+                    scored = True
             elif later and not th.code:  # scored only while it is the solution
-                low = self._fold(text)
                 th.sol_t, th.sol_id = t, cid
-                th.sol_score = solution_score(text, low)
+                scored = True
         else:
             text = f"{event.title} {event.content}"
             th.posted, th.title = True, event.title[:120]
-        if not th.technical:
-            th.technical = self._technical(text, low)
+        if scored or not th.technical:
+            scan = self._scan
+            if scan is not None:  # both verdicts from one compiled pass
+                if "\u0130" in text or "\u212a" in text:  # (fold's two code points)
+                    text = text.lower()
+                flags = cooperation_kernels.assess(
+                    np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8), *scan)
+                if scored:
+                    th.sol_score = _SCORE_OF[flags & 15] if text else None
+                if not th.technical:
+                    th.technical = flags & cooperation_kernels.TECHNICAL != 0
+            else:
+                low = self._fold(text)
+                if scored:
+                    th.sol_score = solution_score(text, low)
+                if not th.technical:
+                    th.technical = any(map(low.__contains__, self._keywords))
         coop = was or self._cooperation(th)
         if coop:
             self._cooperating.add(pid)
@@ -351,15 +368,6 @@ class CooperationEngine:
         if moved or coop != was or now_good != good:  # the contribution changed: move it
             self._apply(first, was, good, -1)
             self._apply(th.first, coop, now_good, 1)
-
-    def _technical(self, text: str, low: str | None) -> bool:
-        """Whether the text holds a keyword (``low``: the text folded, when made already)."""
-        scan = self._scan
-        if scan is None:
-            low = self._fold(text) if low is None else low
-            return any(map(low.__contains__, self._keywords))
-        data = fold_bytes(text) if low is None else low.encode("ascii")
-        return cooperation_kernels.holds_any(np.frombuffer(data, np.uint8), *scan)
 
     def _record(self, pid: str, th: _Thread) -> dict[str, Any]:
         score = th.sol_score

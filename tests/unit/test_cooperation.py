@@ -355,12 +355,14 @@ def test_keywords_beyond_ascii_are_lower_cased() -> None:
         check(eng, ref)
 
 
-def test_keyword_kernel_finds_what_substring_search_finds() -> None:
-    """The compiled scan over the folded bytes against one substring search a keyword: the
-    default keywords (overlapping, cut, at either end, beside bytes that share their table
-    slot) and a single-keyword and a two-character list; an engine whose keywords the kernel
-    does not take (a one-character keyword) searches as before, and a pickled engine makes
-    its tables again."""
+def test_kernel_finds_what_substring_search_and_the_score_find() -> None:
+    """The compiled pass over a text's bytes against one substring search a keyword and
+    :func:`solution_score`'s parts: the default keywords (overlapping, cut, at either end,
+    beside bytes that share their table slot, in upper case, beside code points beyond ASCII)
+    and a single-keyword and a two-character list, on texts of the score's marks (backticks,
+    comment marks across lines, brackets); an engine whose keywords the kernel does not take
+    (a one-character keyword) searches as before, and a pickled engine makes its tables
+    again."""
     import pickle
 
     import numpy as np
@@ -368,18 +370,28 @@ def test_keyword_kernel_finds_what_substring_search_finds() -> None:
     from streams.state import cooperation_kernels as ck
 
     rng = random.Random(1)
-    alphabet = "abcdefhilmnoprstuxy ?!\x00\x7f" + "".join(chr(c ^ 64) for c in range(97, 123))
+    alphabet = ("abcdefhilmnoprstuxy ?!\x00\x7f\n`#/*()[]{}\u2019\u00e9\U0001f600"
+                + "".join(chr(c ^ 64) for c in range(97, 123)))
     for keywords in (CooperationEngine()._keywords, ("bug",), ("fi", "how to", "ab")):
         tables = ck.tables(keywords)
-        texts = ["", "b", "bu", *keywords, *(k[:-1] for k in keywords)]
-        for _ in range(3000):
-            parts = [rng.choice(keywords)[:rng.randrange(2, 8)] if rng.random() < 0.5 else
-                     "".join(rng.choice(alphabet) for _ in range(rng.randrange(4)))
-                     for _ in range(rng.randrange(1, 6))]
-            texts.append("".join(parts))
+        needles = [*keywords, "test", "assert", "expect"]
+        texts = ["", "b", "bu", "`", "``", "```", "/*/", "/**/", "/*\n*/", *keywords,
+                 *(k[:-1] for k in keywords), *FRAGMENTS]
+        for _ in range(4000):
+            parts = [rng.choice(needles)[:rng.randrange(2, 8)] if rng.random() < 0.4 else
+                     "".join(rng.choice(alphabet) for _ in range(rng.randrange(5)))
+                     for _ in range(rng.randrange(1, 7))]
+            text = "".join(parts)
+            texts.append(text.upper() if rng.random() < 0.2 else text)
         for text in texts:
-            got = ck.holds_any(np.frombuffer(text.encode("ascii"), np.uint8), *tables)
-            assert got == any(k in text for k in keywords), (keywords, text)
+            flags = ck.assess(np.frombuffer(text.encode(), np.uint8), *tables, len(keywords))
+            low = text.lower()
+            assert (flags & ck.TECHNICAL != 0) == any(k in low for k in keywords), (keywords,
+                                                                                     text)
+            if text:
+                assert plain_score(text) == solution_score(text) == (
+                    0.3 * (flags & ck.CODE != 0) + 0.2 * (flags & ck.COMMENTS != 0)
+                    + 0.3 * (flags & ck.TESTS != 0) + 0.2 * (flags & ck.BALANCED != 0)), text
     assert CooperationEngine(CooperationConfig(keywords=("x", "bug")))._scan is None
     eng = pickle.loads(pickle.dumps(CooperationEngine()))
     assert all(np.array_equal(a, b) for a, b in zip(eng._scan, CooperationEngine()._scan,
