@@ -171,23 +171,59 @@ def pair_keys(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, prefix_mas
     return out
 
 
-@numba.njit([(U64, U64, I64, I64, F64, INT, U64, U64, U32, U32, U32, U32, F64)], cache=True)
-def split_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.ndarray,
+@numba.njit(cache=True, inline="always")
+def _block(pool: np.ndarray, used: int, heads: np.ndarray, caps: np.ndarray, c: int,
+           ) -> tuple[np.ndarray, int, int]:
+    """A block of class ``c``: the first of its free list, else at the end of the pool
+    (``used`` entries; grown by a quarter when full). Returns the pool, its used entries and
+    the block."""
+    if heads[c] >= 0:
+        nb = heads[c]
+        link = pool[nb]
+        heads[c] = -1 if link == NO_BLOCK else np.int64(link)
+        heads[-1] -= caps[c]
+        return pool, used, nb
+    if used + caps[c] > len(pool):
+        grown = np.empty(max(used + caps[c], used + used // 4 + 1024), np.uint32)
+        grown[:used] = pool[:used]
+        pool = grown
+    return pool, used + caps[c], used
+
+
+@numba.njit(cache=True, inline="always")
+def _free(pool: np.ndarray, heads: np.ndarray, caps: np.ndarray, b: int, c: int) -> None:
+    """Block ``b`` of class ``c`` onto its class's free list (threaded through its first
+    entry; ``heads[-1]``: the free entries)."""
+    pool[b] = NO_BLOCK if heads[c] < 0 else np.uint32(heads[c])
+    heads[c] = b
+    heads[-1] += caps[c]
+
+
+@numba.njit([(U64, U64, I64, I64, F64, INT, U64, U64, U32, F64, U32, U32, INT, I64, I64,
+              I64, U32, F64, INT)], cache=True)
+def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.ndarray,
                 times: np.ndarray, base: int, cids: np.ndarray, keys: np.ndarray,
-                size: np.ndarray, blk: np.ndarray, pool: np.ndarray, text_agent: np.ndarray,
-                text_time: np.ndarray,
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                           np.ndarray, np.ndarray]:
+                size: np.ndarray, last: np.ndarray, blk: np.ndarray, pool: np.ndarray,
+                used: int, heads: np.ndarray, caps: np.ndarray, cls_of: np.ndarray,
+                text_agent: np.ndarray, text_time: np.ndarray, m: int):  # noqa: ANN201
     """A merge's distinct (key ``ku``, id ``gu``) pairs (as :func:`distinct_pairs` gives
-    them: ``best``, the rank in time order ``by_time`` of their earliest text among the
-    batch's, at ``times``, the first of which is text ``base`` of the table): each pair's first
-    use (time, text), and the pairs split: those of the cascades (``cids``, sorted) as (pair,
-    cascade number, agent), and of the others the new ones (pairs never seen), the others'
-    first use made the earlier of the stored one and the pair's in place (in ``pool``: the
-    first ``size`` entries of the n-gram's block ``blk`` in the table ``keys``); and each
-    pair's n-gram's place in ``keys`` (``np.searchsorted``: :func:`counted` needs no search).
-    One pass, galloping searches (the ids come grouped by prefix: restarted from the front
-    when an id is below its predecessor)."""
+    them, ``gu`` non-decreasing: ``best``, the rank in time order ``by_time`` of their
+    earliest text among the batch's, at ``times``, the first of which is text ``base`` of the
+    table) merged into the n-gram table (``keys`` sorted, adopters ``size``, last adoption
+    ``last``, block ``blk`` in ``pool``: ``used`` entries, free lists ``heads``, classes
+    ``caps`` and ``cls_of``, as :class:`streams.state.cascades._Pool` keeps them) in one pass,
+    an n-gram at a time. An n-gram that is not a cascade (not in ``cids``): a pair whose agent
+    its block holds is seen (its first use made the earlier of the two in place), the others
+    are new adoptions: counted (size, last), then put into its block (a block that fills up
+    moves to one of the next class, taken before the old one is freed), or, when they make it
+    a cascade (``m`` adopters), all its adoptions leave the pool (its block freed after the
+    pass, in id order). The unseen n-grams are inserted into the table after the pass (block:
+    ``NO_BLOCK`` for those that are cascades at once). Returns the table (the same arrays
+    when no n-gram is unseen), the pool and its used entries; each pair's first use (time,
+    text); the cascades' pairs as (pair, cascade number, agent, row in the table returned);
+    the new adoptions of the other n-grams; the n-grams that became cascades (by id), the
+    pair of the first new adoption of each, its adoptions taken from the pool (``had`` each,
+    one block after another) and those the merge adds (pair, crossed n-gram's number)."""
     n = len(ku)
     agent_mask = np.uint64((1 << AGENT_BITS) - 1)
     tu = np.empty(n, np.float64)
@@ -195,102 +231,142 @@ def split_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
     ci = np.empty(n, np.int64)
     cno = np.empty(n, np.int64)
     ag = np.empty(n, np.int64)
+    crow = np.empty(n, np.int64)
     fresh = np.empty(n, np.int64)
-    place = np.empty(n, np.int64)
+    cross_g = np.empty(n, np.uint64)
+    cross_f = np.empty(n, np.int64)
+    cross_h = np.empty(n, np.int64)
+    cross_b = np.empty(n, np.int64)
+    jp = np.empty(n, np.int64)
+    jx = np.empty(n, np.int64)
+    ug = np.empty(n, np.uint64)
+    upos = np.empty(n, np.int64)
+    uc = np.empty(n, np.uint32)
+    ut = np.empty(n, np.float64)
+    ub = np.empty(n, np.uint32)
     nc, nk = len(cids), len(keys)
-    c, f, lo_c, lo_k = 0, 0, 0, 0
-    for i in range(n):
-        e = by_time[best[i]]
-        t, x = times[e], np.uint32(e + base)
-        tu[i], xu[i] = t, x
-        q = gu[i]
-        if i and q < gu[i - 1]:
-            lo_c, lo_k = 0, 0
-        a = ku[i] & agent_mask
-        lo_k = _gallop(keys, q, lo_k)
-        place[i] = lo_k
-        lo_c = _gallop(cids, q, lo_c)
-        if lo_c < nc and cids[lo_c] == q:
-            ci[c], cno[c], ag[c] = i, lo_c, np.int64(a)
-            c += 1
-            continue
-        seen = False
-        if lo_k < nk and keys[lo_k] == q:
-            b = np.int64(blk[lo_k])
-            for j in range(b, b + np.int64(size[lo_k])):
-                if text_agent[pool[j]] == a:
-                    seen = True
-                    if t < text_time[pool[j]]:
-                        pool[j] = x
-                    break
-        if not seen:
-            fresh[f] = i
-            f += 1
-    return tu, xu, ci[:c], cno[:c], ag[:c], fresh[:f], place
-
-
-@numba.njit([(U32, INT, I64, I64, I64, U32, U32, I64, U32)], cache=True)
-def pool_put(pool: np.ndarray, used: int, heads: np.ndarray, caps: np.ndarray,
-             cls_of: np.ndarray, blk: np.ndarray, size: np.ndarray, e: np.ndarray,
-             x: np.ndarray) -> tuple[np.ndarray, int]:
-    """New adoptions (texts ``x``) of the n-grams at ``e`` in the table (any order) added to
-    their blocks: an n-gram's ``size`` (after them) is its block's fill, so it held
-    ``size - its new ones``; a block of class c holds ``caps[c]`` texts and a fill of s needs
-    the class ``cls_of[s]``: an n-gram that outgrows its block moves to a block of its class,
-    the old one freed. Free blocks are threaded through their first entry, one list a class
-    (``heads``: each list's first block, -1 none); a block is taken from its class's list, else
-    at the end of the pool (``used`` entries; grown by a quarter when full). Updates ``blk``,
-    ``heads`` in place, and ``heads[-1]``: the entries of the free blocks; returns the pool and
-    its used entries."""
-    n = len(e)
-    order = np.arange(n)
-    for i in range(1, n):
-        if e[i] < e[i - 1]:  # the pairs' n-grams come grouped but for shared id prefixes
-            order = np.argsort(e, kind="mergesort")
-            break
+    c, x, u, j, adopted, lo_c, lo_k = 0, 0, 0, 0, 0, 0, 0
     i = 0
     while i < n:
-        g = e[order[i]]
-        k = i
-        while k < n and e[order[k]] == g:
-            k += 1
-        fill = np.int64(size[g])
-        had = fill - (k - i)
-        c = cls_of[fill]
-        b = np.int64(blk[g])
-        if had == 0 or cls_of[had] != c:
-            if heads[c] >= 0:
-                nb = heads[c]
-                link = pool[nb]
-                heads[c] = -1 if link == NO_BLOCK else np.int64(link)
-                heads[-1] -= caps[c]
-            else:
-                nb = used
-                if used + caps[c] > len(pool):
-                    grown = np.empty(max(used + caps[c], used + used // 4 + 1024), np.uint32)
-                    grown[:used] = pool[:used]
-                    pool = grown
-                used += caps[c]
+        q = gu[i]
+        end = i + 1
+        while end < n and gu[end] == q:
+            end += 1
+        for p in range(i, end):
+            e = by_time[best[p]]
+            tu[p], xu[p] = times[e], np.uint32(e + base)
+        lo_k = _gallop(keys, q, lo_k)
+        lo_c = _gallop(cids, q, lo_c)
+        if lo_c < nc and cids[lo_c] == q:
+            for p in range(i, end):
+                ci[c], cno[c], ag[c], crow[c] = p, lo_c, np.int64(ku[p] & agent_mask), lo_k
+                c += 1
+            i = end
+            continue
+        held = lo_k < nk and keys[lo_k] == q
+        f = 0
+        had = 0
+        b = 0
+        if held:
+            b = np.int64(blk[lo_k])
+            had = np.int64(size[lo_k])
+            for p in range(i, end):
+                a = ku[p] & agent_mask
+                seen = False
+                for s in range(b, b + had):
+                    if text_agent[pool[s]] == a:
+                        seen = True
+                        if tu[p] < text_time[pool[s]]:
+                            pool[s] = xu[p]
+                        break
+                if not seen:
+                    fresh[f] = p
+                    f += 1
+        else:
+            for p in range(i, end):
+                fresh[f] = p
+                f += 1
+        i = end
+        if f == 0:
+            continue
+        adopted += f
+        t = tu[fresh[0]]
+        for r in range(1, f):
+            t = max(t, tu[fresh[r]])
+        fill = had + f
+        if held:
+            size[lo_k] = np.uint32(fill)
+            last[lo_k] = max(last[lo_k], t)
+        else:
+            ug[u], upos[u], uc[u], ut[u], ub[u] = q, lo_k, np.uint32(f), t, NO_BLOCK
+            u += 1
+        if fill >= m:  # a cascade now: its adoptions join the cascades' store
+            cross_g[x], cross_f[x], cross_h[x], cross_b[x] = q, fresh[0], had, b
+            for r in range(f):
+                jp[j], jx[j] = fresh[r], x
+                j += 1
+            x += 1
+            continue
+        cl = cls_of[fill]
+        if had == 0 or cls_of[had] != cl:
+            pool, used, nb = _block(pool, used, heads, caps, cl)
             if had:
-                for q in range(had):  # a loop, not a slice: a block holds a few texts
-                    pool[nb + q] = pool[b + q]
-                old = cls_of[had]
-                pool[b] = NO_BLOCK if heads[old] < 0 else np.uint32(heads[old])
-                heads[old] = b
-                heads[-1] += caps[old]
+                for s in range(had):  # a loop, not a slice: a block holds a few texts
+                    pool[nb + s] = pool[b + s]
+                _free(pool, heads, caps, b, cls_of[had])
             b = nb
-            blk[g] = np.uint32(b)
-        for j in range(i, k):
-            pool[b + had + j - i] = x[order[j]]
-        i = k
-    return pool, used
+            if held:
+                blk[lo_k] = np.uint32(b)
+            else:
+                ub[u - 1] = np.uint32(b)
+        for r in range(f):
+            pool[b + had + r] = xu[fresh[r]]
+    # the crossed n-grams' blocks taken (in id order), then freed
+    h = 0
+    for r in range(x):
+        h += cross_h[r]
+    moved = np.empty(h, np.uint32)
+    o = 0
+    for r in range(x):
+        f = cross_h[r]
+        if f:
+            b = cross_b[r]
+            moved[o:o + f] = pool[b:b + f]
+            o += f
+            _free(pool, heads, caps, b, cls_of[f])
+    if u == 0:
+        return (keys, size, last, blk, pool, used, tu, xu, ci[:c], cno[:c], ag[:c], crow[:c],
+                adopted, cross_g[:x], cross_f[:x], cross_h[:x], moved, jp[:j], jx[:j])
+    # the unseen n-grams inserted (in id order, so their insertion points ascend); a held
+    # row moves down by the unseen ones inserted at or before it
+    below = 0
+    for r in range(c):
+        while below < u and upos[below] <= crow[r]:
+            below += 1
+        crow[r] += below
+    keys2 = np.empty(nk + u, np.uint64)
+    size2 = np.empty(nk + u, np.uint32)
+    last2 = np.empty(nk + u, np.float64)
+    blk2 = np.empty(nk + u, np.uint32)
+    s = 0
+    for v in range(u + 1):
+        p = upos[v] if v < u else nk
+        keys2[s + v:p + v] = keys[s:p]
+        size2[s + v:p + v] = size[s:p]
+        last2[s + v:p + v] = last[s:p]
+        blk2[s + v:p + v] = blk[s:p]
+        if v < u:
+            keys2[p + v], size2[p + v], last2[p + v], blk2[p + v] = ug[v], uc[v], ut[v], ub[v]
+        s = p
+    return (keys2, size2, last2, blk2, pool, used, tu, xu, ci[:c], cno[:c], ag[:c], crow[:c],
+            adopted, cross_g[:x], cross_f[:x], cross_h[:x], moved, jp[:j], jx[:j])
 
 
 @numba.njit([(U32, I64, I64, I64, U32, I64)], cache=True)
 def pool_take(pool: np.ndarray, heads: np.ndarray, caps: np.ndarray, cls_of: np.ndarray,
               blocks: np.ndarray, fills: np.ndarray) -> np.ndarray:
     """The texts of the blocks ``blocks`` (holding ``fills`` each; none: no block), one block
-    after another, and the blocks freed (onto their class's free list, as :func:`pool_put`
+    after another, and the blocks freed (onto their class's free list, as :func:`merge_pairs`
     keeps them)."""
     out = np.empty(fills.sum(), np.uint32)
     o = 0
@@ -301,10 +377,7 @@ def pool_take(pool: np.ndarray, heads: np.ndarray, caps: np.ndarray, cls_of: np.
         b = np.int64(blocks[i])
         out[o:o + f] = pool[b:b + f]
         o += f
-        c = cls_of[f]
-        pool[b] = NO_BLOCK if heads[c] < 0 else np.uint32(heads[c])
-        heads[c] = b
-        heads[-1] += caps[c]
+        _free(pool, heads, caps, b, cls_of[f])
     return out
 
 
@@ -330,131 +403,16 @@ def pool_compact(pool: np.ndarray, caps: np.ndarray, cls_of: np.ndarray, blk: np
     return out
 
 
-@numba.njit([(U64, F64, I64, U64, U32, F64, U32, INT)], cache=True)
-def counted(gn: np.ndarray, tn: np.ndarray, pn: np.ndarray, keys: np.ndarray,
-            size: np.ndarray, last: np.ndarray, blk: np.ndarray, m: int,
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                       np.ndarray, np.ndarray, np.ndarray]:
-    """New adoptions (ids ``gn``, grouped by id prefix, at times ``tn``; ``pn``: each one's
-    place in ``keys``, as ``np.searchsorted`` gives it) added to the n-gram table (``keys``
-    sorted, with each n-gram's adopters ``size``, last adoption ``last`` and block ``blk``,
-    size and last updated in place for the n-grams it holds). Returns the table with the
-    unseen n-grams inserted (keys, size, last, block: ``NO_BLOCK``; the same arrays when none
-    is unseen: no rewrite), whether each adoption is of a cascade (``m`` adopters or more)
-    now, the n-grams that became cascades (sorted), the first adoption of each of them in
-    ``gn`` and its adopters before, and each adoption's n-gram's row in the table returned."""
-    n = len(gn)
-    run = np.empty(n + 1, np.int64)  # runs of equal ids: starts, then n
-    r = 0
-    for i in range(n):
-        if i == 0 or gn[i] != gn[i - 1]:
-            run[r] = i
-            r += 1
-    run[r] = n
-    rg = np.empty(r, np.uint64)
-    rc = np.empty(r, np.int64)
-    rt = np.empty(r, np.float64)
-    pos = np.empty(r, np.int64)
-    for j in range(r):
-        rg[j], rc[j], pos[j] = gn[run[j]], run[j + 1] - run[j], pn[run[j]]
-        t = tn[run[j]]
-        for i in range(run[j] + 1, run[j + 1]):
-            t = max(t, tn[i])
-        rt[j] = t
-    nk = len(keys)
-    hit = np.zeros(r, np.bool_)
-    before = np.empty(r, np.uint32)
-    for j in range(r):
-        if pos[j] < nk and keys[pos[j]] == rg[j]:
-            hit[j] = True
-            before[j] = size[pos[j]]  # before any run adds (an n-gram may have several runs)
-    for j in range(r):
-        if hit[j]:
-            e = pos[j]
-            size[e] += np.uint32(rc[j])
-            last[e] = max(last[e], rt[j])
-    # the unseen n-grams, by id: their adopters and last adoption summed over their runs
-    miss = np.flatnonzero(~hit)
-    miss = miss[np.argsort(rg[miss], kind="mergesort")]
-    ng = np.empty(len(miss), np.uint64)
-    nc = np.zeros(len(miss), np.uint32)
-    nt = np.full(len(miss), -np.inf)
-    npos = np.empty(len(miss), np.int64)
-    nfirst = np.empty(len(miss), np.int64)
-    group = np.empty(r, np.int64)  # a missed run's n-gram among the unseen
-    u = -1
-    for j in miss:
-        if u < 0 or rg[j] != ng[u]:
-            u += 1
-            ng[u], npos[u], nfirst[u] = rg[j], pos[j], run[j]
-        group[j] = u
-        nc[u] += np.uint32(rc[j])
-        nt[u] = max(nt[u], rt[j])
-        nfirst[u] = min(nfirst[u], run[j])
-    u += 1
-    # cascades now, per adoption, and the n-grams that crossed (first adoption in gn); each
-    # adoption's row after the insertion: an unseen n-gram v goes to npos[v] + v, a held one
-    # moves down by the unseen ones inserted at or before its place (npos ascends)
-    cascade = np.empty(n, np.bool_)
-    rows = np.empty(n, np.int64)
-    cross_g = np.empty(r + u, np.uint64)
-    cross_f = np.empty(r + u, np.int64)
-    cross_b = np.zeros(r + u, np.int64)
-    c, below, at = 0, 0, -1
-    npos_u = npos[:u]
-    for j in range(r):
-        if hit[j]:
-            after = size[pos[j]]
-            now = after >= m
-            if before[j] < m and now:
-                cross_g[c], cross_f[c], cross_b[c] = rg[j], run[j], before[j]
-                c += 1
-            if pos[j] < at:  # the runs ascend but for shared id prefixes
-                below = 0
-            at = pos[j]
-            below = _gallop(npos_u, at + 1, below)  # the unseen inserted at or before it
-            row = at + below
-        else:
-            now = nc[group[j]] >= m
-            row = npos[group[j]] + group[j]
-        for i in range(run[j], run[j + 1]):  # a loop, not slices: most runs are one
-            cascade[i] = now
-            rows[i] = row
-    for v in range(u):
-        if nc[v] >= m:
-            cross_g[c], cross_f[c] = ng[v], nfirst[v]
-            c += 1
-    order = np.argsort(cross_g[:c], kind="mergesort")
-    crossed = np.empty(c, np.uint64)
-    first = np.empty(c, np.int64)
-    had = np.empty(c, np.int64)
-    d = -1
-    for j in order:  # an n-gram with several runs crossed once: its first run
-        if d < 0 or cross_g[j] != crossed[d]:
-            d += 1
-            crossed[d], first[d], had[d] = cross_g[j], cross_f[j], cross_b[j]
-        else:
-            first[d] = min(first[d], cross_f[j])
-    d += 1
-    if u == 0:
-        return keys, size, last, blk, cascade, crossed[:d], first[:d], had[:d], rows
-    # the unseen n-grams inserted (sorted, so their insertion points ascend)
-    keys2 = np.empty(nk + u, np.uint64)
-    size2 = np.empty(nk + u, np.uint32)
-    last2 = np.empty(nk + u, np.float64)
-    blk2 = np.empty(nk + u, np.uint32)
-    j = 0
-    for v in range(u + 1):
-        p = npos[v] if v < u else nk
-        keys2[j + v:p + v] = keys[j:p]
-        size2[j + v:p + v] = size[j:p]
-        last2[j + v:p + v] = last[j:p]
-        blk2[j + v:p + v] = blk[j:p]
-        if v < u:
-            keys2[p + v], size2[p + v], last2[p + v] = ng[v], nc[v], nt[v]
-            blk2[p + v] = NO_BLOCK
-        j = p
-    return keys2, size2, last2, blk2, cascade, crossed[:d], first[:d], had[:d], rows
+@numba.njit([(U32, F64, I64, F64)], cache=True)
+def bumped(size: np.ndarray, last: np.ndarray, rows: np.ndarray, t: np.ndarray) -> None:
+    """New adoptions of n-grams held in the table (their ``rows``, at times ``t``): each
+    n-gram's adopters ``size`` and last adoption ``last`` updated in place (a cascade's
+    adoptions need no more: it cannot cross again, nor take a row)."""
+    for i in range(len(rows)):
+        e = rows[i]
+        size[e] += np.uint32(1)
+        if t[i] > last[e]:
+            last[e] = t[i]
 
 
 @numba.njit([(U64,)], cache=True)

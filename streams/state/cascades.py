@@ -25,28 +25,29 @@ by cumulative sums of a stop mask; one stable radix sort of the pairs by a 64-bi
 n-gram id's top 38 bits, the agent's 26-bit index: grouped by n-gram, then agent; two n-grams
 sharing 38 bits are told apart by their full id, exactly), first use = the earliest text of
 each pair (an adoption stores its text's index, 4 bytes; the texts' times and agents are one
-table), a search of each adoption store to keep the pairs never seen: the cascades' store
-holds one segment per cascade (numbered by id rank, a new cascade's segment inserted in place,
-so the pairs in key order are in segment order without a sort; never evicted), each adoption
-only its text (the agent is the text's), sorted by agent, searched within the segments (a
-binary search, galloping from the previous pair of the same cascade); the other n-grams'
-adoptions are a pool of blocks, one an n-gram (its texts, at most ``min_adopters`` - 1: the
-n-gram's entry in the table, found by a galloping search from the previous pair, says where,
-and its adopter count is the block's fill), scanned for the pair's agent. One kernel
-(:func:`counted`) adds the new adoptions to the n-gram table (sorted by id: each n-gram's
-place is the one the split's search found; the unseen n-grams merged in one pass, the table
-not rewritten when there are none) and finds the n-grams that became cascades; another
-(:func:`pool_put`) puts the others into their n-grams' blocks (at the rows counted gives),
-O(new) (no pass over the
-store: a block that fills up moves to one of the next capacity, 1, 2, 4, ...
-``min_adopters`` - 1, the old one freed; free blocks are kept on a free list a capacity and
-taken first; when they are over a quarter of the pool it is compacted, O(pool), so a free
-entry costs O(1) amortised). A cascade's readable words are taken, when it crosses
+table), then one pass an n-gram over the pairs in id order (:func:`merge_pairs`: the n-gram's
+place in the table and among the cascades found by galloping searches from the previous
+n-gram's): a cascade's pairs go out to be searched in the cascades' store, which holds one
+segment per cascade (numbered by id rank, a new cascade's segment inserted in place, so the
+pairs in id order are in segment order without a sort; never evicted), each adoption only its
+text (the agent is the text's), sorted by agent, searched within the segments (a binary
+search, galloping from the previous pair of the same cascade); those not found are counted
+in the table (:func:`bumped`). The other n-grams' adoptions are a pool of blocks, one an
+n-gram (its texts, at most ``min_adopters`` - 1: the n-gram's entry in the table says where,
+and its adopter count is the block's fill): within the same pass each pair's agent is looked
+for in its n-gram's block (found: the earlier first use kept), the new adoptions counted in
+the table (adopters, last adoption) and put into the block, or, when they bring the n-gram to
+``min_adopters``, taken out with the block's (freed); the unseen n-grams are inserted into
+the table (sorted by id) after the pass, the table not rewritten when there are none. Putting
+is O(new) (no pass over the store: a block that fills up moves to one of the next capacity,
+1, 2, 4, ... ``min_adopters`` - 1, the old one freed; free blocks are kept on a free list a
+capacity and taken first; when they are over a quarter of the pool it is compacted, O(pool),
+so a free entry costs O(1) amortised). A cascade's readable words are taken, when it crosses
 ``min_adopters``, from a buffered text that adopted it (the words of the texts naming new
 cascades joined once, each cascade's bytes gathered from them, as
-:func:`streams.text.ngram_text` joins them), and its earlier adoptions move from its block to
-the cascades' store (:func:`pool_take`: the block freed). The cascades' store has levels whose
-bounds grow geometrically (x ``GROWTH``): a merge inserts into the smallest, and a level over
+:func:`streams.text.ngram_text` joins them), and its adoptions join the cascades' store. The
+cascades' store has levels whose bounds grow geometrically (x ``GROWTH``): a merge inserts
+into the smallest, and a level over
 its bound goes into the next one in one pass (each adoption rewritten O(``GROWTH``) times a
 level, O(log adoptions) levels, each searched), so a flush does not rewrite every adoption ever
 taken (the periodic analysis flushes every ~10k texts: with one level, or two, that rewrite
@@ -125,20 +126,19 @@ from streams.state.cascade_kernels import (
     NO_BLOCK,
     argsort_keys,
     batch_ngrams,
-    counted,
+    bumped,
     distinct_pairs,
     exposure_batch,
     exposures,
     gather_segments,
     inserted,
     merge_order,
+    merge_pairs,
     merge_segments,
     pair_keys,
     pool_compact,
-    pool_put,
     pool_take,
     segment_find,
-    split_pairs,
 )
 from streams.state.graph import InteractionGraph
 from streams.text import K, Text, token_ids
@@ -303,12 +303,6 @@ class CascadeConfig:
     exposure_cascades: int = 1000
 
 
-def _ordered(cno: np.ndarray, agent: np.ndarray) -> bool:
-    """Whether pairs are in strictly increasing (cascade, agent) order."""
-    d = cno[1:] - cno[:-1]
-    return bool(((d > 0) | ((d == 0) & (agent[1:] > agent[:-1]))).all())
-
-
 def _places(pos: np.ndarray, n_old: int) -> tuple[np.ndarray, np.ndarray]:
     """Values inserted before the sorted positions ``pos`` of an array of ``n_old``: their
     final places and the mask of the old entries in the result (shared by every column;
@@ -352,16 +346,6 @@ class _Pool:
 
     def nbytes(self) -> int:
         return self.pool.nbytes
-
-    def put(self, blk: np.ndarray, size: np.ndarray, at: np.ndarray, texts: np.ndarray,
-            ) -> None:
-        """New adoptions (``texts``) of the n-grams at ``at`` in the table (whose ``size``
-        counts them already; ``blk`` updated in place)."""
-        if len(at):
-            self.pool, self.used = pool_put(self.pool, self.used, self.heads, self.caps,
-                                            self.cls_of, blk, size, at, texts)
-            if self.used >= NO_BLOCK:
-                raise ValueError("more than 2^32 pooled adoptions")
 
     def compact(self, blk: np.ndarray, size: np.ndarray, min_adopters: int) -> None:
         """The free blocks dropped when they are over a quarter of the pool: O(pool + table),
@@ -685,35 +669,28 @@ class CascadeEngine:
             order = np.lexsort((g, key))
             ku, gu, src, best, _ = distinct_pairs(order, key[order], g, text_of, rank, False,
                                                   ab)
-        # pairs of the cascades: by (cascade number, agent), exact; cascades are numbered in
-        # id order, so the pairs in key order are in that order already unless two cascades
-        # share an id prefix (then sorted); the other pairs: those seen (found in their
-        # n-gram's block) take the earlier first use, the others are new
-        tu, xu, ci, cno, ag, new_s, place = split_pairs(
-            ku, gu, best, by_time, times, base, self._cids, self._keys, self._size, self._blk,
-            self._small.pool, self._ta, self._tt)
-        if not _ordered(cno, ag):
-            ob = argsort_keys((cno.astype(np.uint64) << np.uint64(32))
-                              | ag.astype(np.uint64))[0]
-            ci, cno, ag = ci[ob], cno[ob], ag[ob]
+        if len(gu) > 1 and (gu[1:] < gu[:-1]).any():  # ids sharing a prefix: by id, agent
+            o = np.lexsort((ku, gu))
+            ku, gu, src, best = ku[o], gu[o], src[o], best[o]
+        # one pass an n-gram: the pairs of the cascades out, by (cascade number, agent) as
+        # the cascades are numbered in id order; the others seen (found in their n-gram's
+        # block: the earlier first use kept) or new: counted, put into their blocks or, when
+        # their n-gram crosses ``min_adopters``, out with its block's adoptions
+        pool = self._small
+        (self._keys, self._size, self._last, self._blk, pool.pool, pool.used, tu, xu, ci, cno,
+         ag, crow, adopted, crossed, first, had, moved_t, joining, jx) = merge_pairs(
+            ku, gu, best, by_time, times, base, self._cids, self._keys, self._size,
+            self._last, self._blk, pool.pool, pool.used, pool.heads, pool.caps, pool.cls_of,
+            self._ta, self._tt, cfg.min_adopters)
+        if pool.used >= NO_BLOCK:
+            raise ValueError("more than 2^32 pooled adoptions")
         found_b, at_b = self._big.find(cno, ag, self._ta)
         self._big.earliest(at_b[found_b], tu[ci[found_b]], xu[ci[found_b]], self._tt)
-        fresh = np.zeros(len(ku), bool)  # in key order, without a sort
-        fresh[ci[~found_b]] = True
-        fresh[new_s] = True
-        new = np.flatnonzero(fresh)
-        self.adoptions_total += len(new)
-        cascade, crossed, had, rows, crossed_rows = self._count(gu[new], tu[new], place[new],
-                                                                src[new], origin)
-        is_cascade = np.zeros(len(ku), bool)
-        is_cascade[new] = cascade
-        row = np.empty(len(ku), np.int64)  # the new adoptions' n-grams' rows in the table
-        row[new] = rows
-        stay = ~is_cascade[new_s]
-        kept = new_s[stay]
-        self._small.put(self._blk, self._size, row[kept], xu[kept])
-        moved_t = self._small.take(self._blk[crossed_rows], had)
         nf = ~found_b
+        bumped(self._size, self._last, crow[nf], tu[ci[nf]])  # the cascades' new adoptions
+        self.adoptions_total += adopted + len(crow) - int(found_b.sum())
+        if len(crossed):
+            self._name(src[first], origin)
         adds = [(cno[nf], xu[ci[nf]], at_b[nf])]
         if len(crossed):  # number the new cascades; their earlier adoptions join their store
             at, old = _places(np.searchsorted(self._cids, crossed), len(self._cids))
@@ -723,11 +700,9 @@ class CascadeEngine:
                                  at, old)
             self._big.grow(old)
             adds[0] = (np.flatnonzero(old)[cno[nf]], *adds[0][1:])  # the others renumbered
-            joining = new_s[~stay]
             jt = np.concatenate((xu[joining], moved_t))
             # their numbers: the new cascades' places (``at``, in the order of ``crossed``)
-            jc = at[np.concatenate((np.searchsorted(crossed, gu[joining]),
-                                    np.repeat(np.arange(len(crossed)), had)))]
+            jc = at[np.concatenate((jx, np.repeat(np.arange(len(crossed)), had)))]
             # a new cascade's adoptions go where its (empty) segment is in level 0; all
             # the adoptions merged in (cascade, agent) order: the others' are in that order
             # already (renumbering keeps it), so two sorted runs, one merging pass
@@ -762,23 +737,6 @@ class CascadeEngine:
         if self._ntt > 2**32:
             raise ValueError("more than 2^32 texts")
         return base
-
-    def _count(self, gn: np.ndarray, tn: np.ndarray, pn: np.ndarray, srcn: np.ndarray,
-               origin: tuple,
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Add new adoptions (grouped by id prefix; ``pn``: their n-grams' places in the
-        table) to each n-gram's count and name the new cascades. Returns which new adoptions
-        are of cascades, the new cascades and their adopters before, each adoption's n-gram's
-        row in the table and each new cascade's."""
-        if not len(gn):
-            none = np.zeros(0, np.int64)
-            return np.zeros(0, bool), np.zeros(0, np.uint64), none, none, none
-        (self._keys, self._size, self._last, self._blk, cascade, crossed, first, had, rows
-         ) = counted(gn, tn, pn, self._keys, self._size, self._last, self._blk,
-                     self.config.min_adopters)
-        if len(crossed):
-            self._name(srcn[first], origin)
-        return cascade, crossed, had, rows, rows[first]
 
     def _name(self, flat: np.ndarray, origin: tuple) -> None:
         """The words of n-grams that just became cascades (in id order: the order they are

@@ -373,87 +373,121 @@ def test_kernels_match_numpy() -> None:
         assert merged[lo:hi].tolist() == union[np.argsort(text_agent[union])].tolist()
 
 
-def test_pool_kernels_match_a_dict_of_lists() -> None:
-    """The pool of blocks (the non-cascades' adoptions) against a dict n-gram -> texts: rounds
-    of a merge's pairs split (:func:`split_pairs`), puts (n-grams growing across classes, new
-    ones, several at once and out of order), takes (freeing blocks, reused by later puts) and
-    a compaction."""
+def test_merge_pairs_matches_a_dict_of_lists() -> None:
+    """A merge's pairs into the n-gram table and the pool of blocks (the non-cascades'
+    adoptions) against a dict n-gram -> texts: rounds of pairs of cascades, of held and of
+    unseen n-grams, seen ones (the first use made the earlier), n-grams growing across
+    classes and crossing ``m`` (their block taken), takes (freeing blocks, reused by later
+    merges) and compactions."""
     rng = np.random.default_rng(3)
     m = 10
     pool = cascades._Pool(m)
     assert pool.caps.tolist() == [1, 2, 4, 9]
     assert cascades._Pool(2).caps.tolist() == [1] and cascades._Pool(4).caps.tolist() == [1, 3]
-    text_agent = rng.permutation(5_000).astype(np.uint32)  # one text an agent
-    want: dict[int, list[int]] = {}
-    keys = np.empty(0, np.uint64)
-    size = np.empty(0, np.uint32)
-    blk = np.empty(0, np.uint32)
-    texts = iter(range(5_000))
-    for rnd in range(30):
-        # one merge's distinct pairs split: of cascades (ids 60-63), seen (in their n-gram's
-        # block: the first use made the earlier; stored texts at time 0.5) and new
-        gu = rng.integers(0, 64, 80).astype(np.uint64)
-        agents = np.array([rng.choice(want[g]) if g in want and rng.random() < 0.5
-                           else rng.integers(0, 5_000) for g in gu.tolist()])
-        ku = text_agent[agents.astype(np.int64)].astype(np.uint64)
-        ku = np.where(rng.random(80) < 0.5, ku, rng.integers(0, 5_000, 80).astype(np.uint64))
-        pairs = list(dict.fromkeys(zip(gu.tolist(), ku.tolist(), strict=True)))
+    text_agent = np.zeros(20_000, np.uint32)
+    text_time = np.zeros(20_000)
+    want: dict[int, list[int]] = {}  # non-cascades: their texts
+    sizes: dict[int, int] = {}  # every n-gram held
+    lasts: dict[int, float] = {}
+    cids = np.arange(200, 204, dtype=np.uint64)  # cascades (held, no block)
+    for c in cids.tolist():
+        sizes[c], lasts[c] = m, 0.0
+    keys = cids.copy()
+    size = np.full(4, m, np.uint32)
+    last = np.zeros(4)
+    blk = np.full(4, kernels.NO_BLOCK, np.uint32)
+    base = crossings = seen = 0
+    for rnd in range(40):
+        # distinct (id, agent) pairs, by id then agent; agents drawn from few so that some
+        # are seen, ids from 0-63 (some unseen) and the cascades
+        ids = np.concatenate((rng.integers(0, 64, 60), rng.integers(200, 204, 10)))
+        ags = rng.integers(0, 40 if rnd % 3 else 400, len(ids))
+        pairs = sorted(set(zip(ids.tolist(), ags.tolist(), strict=True)))
         gu, ku = (np.array(col, np.uint64) for col in zip(*pairs, strict=True))
         n = len(gu)
-        by_time, times = rng.permutation(n), rng.random(n)
-        held = pool.pool.copy()
-        tu, xu, ci, cno, ag, fresh, place = kernels.split_pairs(
-            ku, gu, np.arange(n), by_time, times, 9_000, np.arange(60, 64, dtype=np.uint64),
-            keys, size, blk, held, text_agent, np.full(5_000, 0.5))
-        assert place.tolist() == np.searchsorted(keys, gu).tolist()
-        assert tu.tolist() == times[by_time].tolist()
-        assert xu.tolist() == (by_time + 9_000).tolist()
-        casc = np.flatnonzero(gu >= 60)
-        assert ci.tolist() == casc.tolist() and cno.tolist() == (gu[casc] - 60).tolist()
+        by_time = rng.permutation(n)
+        best = np.argsort(by_time)  # pair i's earliest text: the batch's text i
+        times = rng.random(n) * 10 + rnd / 4  # overlapping rounds: some seen pairs are earlier
+        text_agent[base:base + n] = ku.astype(np.uint32)
+        text_time[base:base + n] = times
+        (keys2, size2, last2, blk2, pool.pool, pool.used, tu, xu, ci, cno, ag, crow, adopted,
+         crossed, first, had, moved, joining, jx) = kernels.merge_pairs(
+            ku, gu, best, by_time, times, base, cids, keys, size, last, blk, pool.pool,
+            pool.used, pool.heads, pool.caps, pool.cls_of, text_agent, text_time, m)
+        assert tu.tolist() == times.tolist() and xu.tolist() == list(range(base, base + n))
+        casc = np.flatnonzero(np.isin(gu, cids))
+        assert ci.tolist() == casc.tolist()
+        assert cno.tolist() == np.searchsorted(cids, gu[casc]).tolist()
         assert ag.tolist() == ku[casc].tolist()
-        want_held, want_fresh = pool.pool.copy(), []
-        for i, (g, a) in enumerate(zip(gu.tolist(), ku.tolist(), strict=True)):
-            mine = [t for t in want.get(g, []) if text_agent[t] == a]
-            if g >= 60:
+        assert crow.tolist() == np.searchsorted(keys2, gu[casc]).tolist()
+        # the model: seen pairs keep the earlier text, new ones count; crossing n-grams leave
+        want_cross, want_first, want_had, want_moved, want_join = [], [], [], [], []
+        n_new = 0
+        for g in sorted(set(gu.tolist()) - set(cids.tolist())):
+            mine = np.flatnonzero(gu == g)
+            texts = want.setdefault(g, [])
+            fresh = []
+            for i in mine.tolist():
+                old = [k for k, t in enumerate(texts) if text_agent[t] == ku[i]]
+                if old:
+                    if times[i] < text_time[texts[old[0]]]:
+                        seen += 1
+                        texts[old[0]] = base + i
+                else:
+                    fresh.append(i)
+            if not fresh:
                 continue
-            if not mine:
-                want_fresh.append(i)
-            elif tu[i] < 0.5:
-                e = int(np.searchsorted(keys, np.uint64(g)))
-                block = pool.of(int(blk[e]), int(size[e])).tolist()
-                want_held[int(blk[e]) + block.index(mine[0])] = xu[i]
-        assert fresh.tolist() == want_fresh and np.array_equal(held, want_held)
-        # puts: new adoptions of old and new n-grams (not cascades after), any order
-        grams = rng.integers(0, 60, 25).astype(np.uint64)
-        adds = [(g, next(texts)) for g in grams.tolist()
-                if len(want.get(g, [])) + int((grams == g).sum()) < m]
-        for g, t in adds:
-            want.setdefault(g, []).append(t)
-        new = np.array(sorted({g for g, _ in adds} - set(keys.tolist())), np.uint64)
-        at = np.searchsorted(keys, new)
-        keys = np.insert(keys, at, new)
-        blk = np.insert(blk, at, np.uint32(kernels.NO_BLOCK))
-        size = np.array([len(want[g]) for g in keys.tolist()], np.uint32)
-        pool.put(blk, size, np.searchsorted(keys, np.array([g for g, _ in adds], np.uint64)),
-                 np.array([t for _, t in adds], np.uint32))
+            n_new += len(fresh)
+            sizes[g] = sizes.get(g, 0) + len(fresh)
+            lasts[g] = max(lasts.get(g, -np.inf), times[fresh].max())
+            if sizes[g] >= m:
+                want_cross.append(g)
+                want_first.append(fresh[0])
+                want_had.append(len(texts))
+                want_moved.append(sorted(texts))
+                want_join += [(i, len(want_cross) - 1) for i in fresh]
+                del want[g]
+            else:
+                texts += [base + i for i in fresh]
+        for g in [g for g, t in want.items() if not t]:
+            del want[g]
+        assert adopted == n_new
+        crossings += len(want_cross)
+        assert crossed.tolist() == want_cross and first.tolist() == want_first
+        assert had.tolist() == want_had
+        ends = np.cumsum(had)
+        assert [sorted(moved[e - h:e].tolist()) for e, h in zip(ends, had, strict=True)
+                ] == want_moved
+        assert list(zip(joining.tolist(), jx.tolist(), strict=True)) == want_join
+        keys, size, last, blk = keys2, size2, last2, blk2
+        assert keys.tolist() == sorted(sizes)
+        assert size.tolist() == [sizes[g] for g in keys.tolist()]
+        assert last.tolist() == [lasts[g] for g in keys.tolist()]
+        cids = np.array(sorted(set(cids.tolist()) | set(want_cross)), np.uint64)
         for e, g in enumerate(keys.tolist()):
-            assert sorted(pool.of(int(blk[e]), int(size[e])).tolist()) == sorted(want[g])
+            if g in want:
+                assert sorted(pool.of(int(blk[e]), int(size[e])).tolist()) == sorted(want[g])
+        out = size < m
+        free = pool.heads[-1]
+        assert free == pool.used - int(pool.caps[pool.cls_of[size[out]]].sum())
+        base += n
         # takes: some n-grams leave with their adoptions (block order)
-        gone = rng.random(len(keys)) < 0.1
+        gone = (rng.random(len(keys)) < 0.1) & out
         held = [t for g in keys[gone].tolist()
                 for t in pool_order(want, g, pool, keys, blk, size)]
         assert pool.take(blk[gone], size[gone].astype(np.int64)).tolist() == held
         for g in keys[gone].tolist():
-            del want[g]
-        keys, blk, size = keys[~gone], blk[~gone], size[~gone]
-        free = pool.heads[-1]
-        assert free == pool.used - int(pool.caps[pool.cls_of[size]].sum())
+            del want[g], sizes[g], lasts[g]
+        keys, blk, size, last = keys[~gone], blk[~gone], size[~gone], last[~gone]
         if rnd % 10 == 9:
             pool.heads[-1] = pool.used  # force a compaction
             pool.compact(blk, size, m)
-            assert pool.used == len(pool.pool) == int(pool.caps[pool.cls_of[size]].sum())
+            out = size < m
+            assert pool.used == len(pool.pool) == int(pool.caps[pool.cls_of[size[out]]].sum())
             for e, g in enumerate(keys.tolist()):
-                assert sorted(pool.of(int(blk[e]), int(size[e])).tolist()) == sorted(want[g])
+                if g in want:
+                    assert sorted(pool.of(int(blk[e]), int(size[e])).tolist()) == sorted(want[g])
+    assert crossings > 10 and seen > 10
 
 
 def pool_order(want: dict[int, list[int]], g: int, pool: cascades._Pool, keys: np.ndarray,
@@ -463,47 +497,6 @@ def pool_order(want: dict[int, list[int]], g: int, pool: cascades._Pool, keys: n
     held = pool.of(int(blk[e]), int(size[e])).tolist()
     assert sorted(held) == sorted(want[g])
     return held
-
-
-def test_counted_is_the_tables_plain_update() -> None:
-    """The n-gram table's update against a plain dict recount: adoptions grouped by prefix
-    (an n-gram may come in several runs), existing and unseen n-grams, crossings."""
-    rng = np.random.default_rng(11)
-    m = 4
-    for n_old, n_new in ((0, 30), (40, 0), (60, 300), (500, 2_000), (500, -300)):
-        keys = np.unique(rng.integers(0, 200, n_old).astype(np.uint64) * np.uint64(2**40))
-        size = rng.integers(1, 7, len(keys)).astype(np.uint32)
-        last = rng.random(len(keys)) * 10
-        if n_new < 0:  # only n-grams the table holds: not rewritten
-            n_new = -n_new
-            gn = rng.choice(keys, n_new)
-        else:
-            gn = (rng.integers(0, 260, n_new).astype(np.uint64) * np.uint64(2**40)
-                  | rng.integers(0, 2, n_new).astype(np.uint64))  # 2^40 apart: shared prefixes
-        gn = gn[np.argsort(gn >> np.uint64(40), kind="stable")]  # grouped by prefix only
-        tn = rng.random(n_new) * 10
-        want = {int(k): (int(s), float(t)) for k, s, t in zip(keys, size, last, strict=True)}
-        was = {k: v[0] for k, v in want.items()}
-        blocks = {int(k): b for b, k in enumerate(keys.tolist())}
-        firsts: dict[int, int] = {}
-        for i, (g, t) in enumerate(zip(gn.tolist(), tn.tolist(), strict=True)):
-            s0, t0 = want.get(g, (0, -np.inf))
-            want[g] = (s0 + 1, max(t0, t))
-            firsts.setdefault(g, i)
-        blk = np.arange(len(keys), dtype=np.uint32)
-        held = keys.copy()
-        k2, s2, l2, b2, cascade, crossed, first, had, rows = kernels.counted(
-            gn, tn, np.searchsorted(keys, gn), held, size.copy(), last.copy(), blk, m)
-        assert k2.tolist() == sorted(want)
-        assert rows.tolist() == np.searchsorted(k2, gn).tolist()  # each adoption's row
-        assert (k2 is held) == (set(gn.tolist()) <= set(keys.tolist()))
-        assert [(int(s), float(t)) for s, t in zip(s2, l2, strict=True)] == [
-            want[k] for k in sorted(want)]
-        assert cascade.tolist() == [want[g][0] >= m for g in gn.tolist()]
-        cross = sorted(g for g in firsts if was.get(g, 0) < m <= want[g][0])
-        assert crossed.tolist() == cross and first.tolist() == [firsts[g] for g in cross]
-        assert had.tolist() == [was.get(g, 0) for g in cross]
-        assert b2.tolist() == [blocks.get(k, kernels.NO_BLOCK) for k in k2.tolist()]
 
 
 def test_batch_ngrams_are_each_texts_kept_ngrams() -> None:
