@@ -10,8 +10,9 @@ by the tokeniser), hashtags, and a text template (the first 40 all-letter words 
 so ``Mint CLAW [4CACeeJC]`` and ``Mint CLAW [62qoqi]`` share one). Each entity keeps its own
 per-bucket volume. Cost per text: substring tests on the raw text decide which token scans
 are needed (a dollar sign, a hash sign, ``tick``, a known top-level domain, a 32-character
-word); the template reads at most 64 words, and a template met before (a verbatim repeat) is
-named by its key (a hash of its word ids) from a process cache of 32,768 names (~4.4 MB when
+word), and those scans read the tokens around a mark or a dot one at a time, not the
+text's whole token list; the template reads at most 64 words, and a template met before (a
+verbatim repeat) is named by its key (a hash of its word ids) from a process cache of 32,768 names (~4.4 MB when
 full; then cleared), its words neither gathered nor joined and hashed again. A judgement reads
 the ends of an entity's buckets and accounts (kept in time order; whole, once a post came
 late), not all of them.
@@ -75,6 +76,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from hashlib import blake2b as _blake2b
 from operator import itemgetter
@@ -108,6 +110,9 @@ _NO_IDS = np.zeros(0, np.uint64)  # the word ids of a post past every judgement
 # cache, not state (a pure function of the key), cleared when full (~135 bytes an entry)
 _TEMPLATES: dict[int, str] = {}
 _TEMPLATES_MAX = 1 << 15
+# the positions the kernels find, written into one array read at once (a kernel returning an
+# array of its own costs more than its scan of a text): grown when a text needs more
+_OUT = [np.empty(4096, np.int64)]
 
 
 def _ticker(word: str, max_len: int) -> bool:
@@ -155,6 +160,23 @@ def inscription(tokens: list[str]) -> dict[str, str]:
     return out
 
 
+def _scratch(n: int) -> np.ndarray:
+    """The kernels' output array, grown to hold ``n`` positions."""
+    _OUT[0] = np.empty(max(n, 2 * len(_OUT[0])), np.int64)
+    return _OUT[0]
+
+
+def _token_reader(text: Text) -> Callable[[int], str]:
+    """Token ``i`` of ``text`` read alone: :attr:`Text.tokens` gathers every token of the text
+    from the token cache (this detector was its only reader, for a few tokens around a mark
+    or a dot), so a text not yet gathered is read by its cache rows, one token at a time."""
+    tokens = text._tokens
+    if tokens is not None:
+        return tokens.__getitem__
+    strs, rows = text._vocab.strs, text._rows  # type: ignore[union-attr]
+    return lambda i: strs[rows[i]]  # type: ignore[index,no-any-return]
+
+
 def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], str | None]:
     """The entities of one text and its inscription signature (``p:op:tick:amt`` of a JSON
     inscription, None without one)."""
@@ -165,14 +187,16 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
         # token of marks alone (compiled: by id), those; else the tokens joined by spaces,
         # whose "$ " and "# " are exactly those ends (tokens never hold a space), in one
         # C-level scan
-        at, held = marks(text.ids)
-        tokens = text.tokens
+        ids = text.ids
+        found, held = marks(ids, _OUT[0])
+        if found < 0:
+            found, held = marks(ids, _scratch(len(ids)))
         if held == raw.count("$") + raw.count("#"):
-            last = len(tokens) - 1
-            pairs = [(tokens[i][-1], tokens[i + 1]) for i in at.tolist()
-                     if i < last and is_word(tokens[i + 1])]
+            token, last = _token_reader(text), len(ids) - 1
+            pairs = [(token(i)[-1], nxt) for i in _OUT[0][:found].tolist()
+                     if i < last and is_word(nxt := token(i + 1))]
         else:
-            pairs = _MARKED.findall(" ".join(tokens))
+            pairs = _MARKED.findall(" ".join(text.tokens))
         for mark, nxt in pairs:
             if mark == "$":
                 if _ticker(nxt, 12):
@@ -180,8 +204,12 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
             elif _ticker(nxt, 40) and len(nxt) >= 3:
                 out.add(f"hashtag:{nxt}")
     # where the other scans can find something: one compiled pass over the ids and word views
-    pos, n_template, spread, n_long, n_dots, tick, key = candidates(
-        text.ids, text.word_ids, text.word_lengths, text.word_alpha)
+    found, n_template, spread, n_long, n_dots, tick, key = candidates(
+        text.ids, text.word_ids, text.word_lengths, text.word_alpha, _OUT[0])
+    if found < 0:  # (words are tokens: three times the tokens is room)
+        found, n_template, spread, n_long, n_dots, tick, key = candidates(
+            text.ids, text.word_ids, text.word_lengths, text.word_alpha,
+            _scratch(3 * len(text.ids)))
     if tick and ("tick" in raw or "TICK" in raw):
         fields = inscription(text.tokens)
         tick_value = fields.get("tick", "")
@@ -192,18 +220,18 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
                 out.add(f"mint:{tick_value.upper()}")
             sig = ":".join(fields.get(k, "") for k in ("p", "op", "tick", "amt"))
     if n_long or n_dots:
-        at = pos.tolist()  # the long words, the dots (then the template's words if spread)
+        at = _OUT[0][:found].tolist()  # the long words, the dots (the template's if spread)
         if n_dots:
-            tokens = text.tokens
-            dots = [i for i in at[n_long:n_long + n_dots] if tokens[i] == "."
-                    and tokens[i + 1] in _TLD_SET and tokens[i - 1][0].isalnum()]
+            token = _token_reader(text)
+            dots = [i for i in at[n_long:n_long + n_dots] if token(i) == "."
+                    and token(i + 1) in _TLD_SET and token(i - 1)[0].isalnum()]
             if dots and _TLD_RE.search(raw):
                 for i in dots:
                     j = i - 1  # the host: word (. word)* before the top-level domain
-                    while j >= 2 and tokens[j - 1] in (".", "-") \
-                            and tokens[j - 2][0].isalnum():
+                    while j >= 2 and token(j - 1) in (".", "-") \
+                            and token(j - 2)[0].isalnum():
                         j -= 2
-                    host = "".join(tokens[j:i + 2])
+                    host = "".join(map(token, range(j, i + 2)))
                     if host not in _OWN_HOSTS:
                         out.add(f"url:{host}")
         if n_long and len(raw) >= 32:  # a contract is a word token (ASCII letters, digits)
@@ -212,8 +240,8 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
     if n_template >= min_template_words:
         name = _TEMPLATES.get(key)
         if name is None:
-            name = _template(text.words, pos[n_long + n_dots:].tolist() if spread else None,
-                             n_template)
+            name = _template(text.words, _OUT[0][n_long + n_dots:found].tolist() if spread
+                             else None, n_template)
             if len(_TEMPLATES) >= _TEMPLATES_MAX:
                 _TEMPLATES.clear()
             _TEMPLATES[key] = name

@@ -6,22 +6,32 @@ can hold an entity instead of on every text.
 Candidates are found by token id (``"."`` then a known top-level domain, the ``tick`` key of an
 inscription): equal tokens have equal ids, so no candidate is missed, and the caller compares
 the tokens themselves before it uses one. The ids and the scan's bounds are constants compiled
-in (a call passes only the text's four arrays: each argument costs the dispatcher time).
+in (a call passes only the text's four arrays and the output: each argument costs the
+dispatcher time).
+
+The positions found are written into an array the caller passes (``out``), their count
+returned, not returned as an array of their own: boxing a returned array costs a call more
+than the scan of a text (most texts list none); a call that finds ``out`` too short writes
+nothing and returns -1.
 
 >>> from streams.text import Text
 >>> text = Text.of("gm 0x" + "a" * 40 + " on mbc20.xyz tick")
+>>> out = np.empty(64, np.int64)
 >>> def scan(text):
-...     return candidates(text.ids, text.word_ids, text.word_lengths, text.word_alpha)
->>> pos, n_template, spread, n_long, n_dots, tick, key = scan(text)
+...     return candidates(text.ids, text.word_ids, text.word_lengths, text.word_alpha, out)
+>>> k, n_template, spread, n_long, n_dots, tick, key = scan(text)
 >>> text.tokens
 ['gm', '0xaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'on', 'mbc20', '.', 'xyz', 'tick']
->>> pos.tolist(), n_template, spread, n_long, n_dots, tick  # the address; the dot; words gm on..
+>>> out[:k].tolist(), n_template, spread, n_long, n_dots, tick  # the address; the dot; gm on..
 ([1, 4, 0, 2, 4, 5], 4, True, 1, 1, True)
 >>> key == scan(Text.of("GM 42 on... mbc20 : xyz, tick"))[-1]  # the same template words
 True
 >>> text = Text.of("gm all . xyz")  # the template is the first words: not listed
->>> scan(text)[:-1]
-(array([2]), 3, False, 0, 1, False)
+>>> k, *counts = scan(text)[:-1]
+>>> out[:k].tolist(), counts
+([2], [3, False, 0, 1, False])
+>>> candidates(text.ids, text.word_ids, text.word_lengths, text.word_alpha, out[:6])[0]
+-1
 """
 
 from __future__ import annotations
@@ -45,27 +55,31 @@ MARKS = ("$", "#", "##", "###", "####", "$$")
 _MARK_IDS = token_ids(list(MARKS))
 _MARK_COUNTS = np.array([len(m) for m in MARKS], np.int64)
 
-_RESULT = numba.types.Tuple((I64, INT, BOOL, INT, INT, BOOL, UINT))
-_MARKS_RESULT = numba.types.Tuple((I64, INT))
+_RESULT = numba.types.Tuple((INT, INT, BOOL, INT, INT, BOOL, UINT))
+_MARKS_RESULT = numba.types.Tuple((INT, INT))
 
 
-@numba.njit(_RESULT(U64, U64, I64, B1), cache=True)
+@numba.njit(_RESULT(U64, U64, I64, B1, I64), cache=True)
 def candidates(ids: np.ndarray, word_ids: np.ndarray, word_lens: np.ndarray,
-               word_alpha: np.ndarray) -> tuple[np.ndarray, int, bool, int, int, bool, int]:
-    """Positions, in one array: the words at least ``CONTRACT_MIN`` code points long, then the
-    tokens ``i`` (1 <= i < n - 1) that are ``"."`` followed by one of ``TLDS``, then the
-    template's words (the first ``TEMPLATE_WORDS`` all-letter words among the first
-    ``TEMPLATE_SCAN`` words) unless they are the first words themselves (``spread`` False: the
-    caller takes them as one slice, and the array it converts stays short); the template's
-    count, ``spread``, the other two counts; whether a token is ``tick``; the template's key
-    (a rolling hash of its word ids, then of its count: equal templates, equal keys; two
-    different ones of all the templates a process sees share one with odds ~N^2 / 2^65, as
-    two n-grams share an id, :mod:`streams.text`)."""
+               word_alpha: np.ndarray, out: np.ndarray) -> tuple[int, int, bool, int, int, bool,
+                                                                 int]:
+    """Positions, written into ``out`` (their count returned; -1 when ``out`` is shorter than
+    the words, the tokens and the template's longest count together): the words at least
+    ``CONTRACT_MIN`` code points long, then the tokens ``i`` (1 <= i < n - 1) that are
+    ``"."`` followed by one of ``TLDS``, then the template's words (the first
+    ``TEMPLATE_WORDS`` all-letter words among the first ``TEMPLATE_SCAN`` words) unless they
+    are the first words themselves (``spread`` False: the caller takes them as one slice, and
+    the positions it converts stay few); the template's count, ``spread``, the other two
+    counts; whether a token is ``tick``; the template's key (a rolling hash of its word ids,
+    then of its count: equal templates, equal keys; two different ones of all the templates a
+    process sees share one with odds ~N^2 / 2^65, as two n-grams share an id,
+    :mod:`streams.text`)."""
     template_scan, template_words, long_word = TEMPLATE_SCAN, TEMPLATE_WORDS, CONTRACT_MIN
     dot, tick, domains = _IDS[0], _IDS[1], _IDS[2:]
     n, nw = len(ids), len(word_lens)
-    n_template = min(nw, template_scan, template_words)
-    pos = np.empty(n_template + nw + n, np.int64)
+    pos = out
+    if len(pos) < nw + n + min(nw, template_scan, template_words):
+        return -1, 0, False, 0, 0, False, np.uint64(0)
     k = 0
     for w in range(nw):
         if word_lens[w] >= long_word:
@@ -97,23 +111,27 @@ def candidates(ids: np.ndarray, word_ids: np.ndarray, word_lens: np.ndarray,
                 break
     n_template = k - n_long - n_dots
     key = key * K + np.uint64(n_template)
-    return (pos[:k if spread else n_long + n_dots], n_template, spread, n_long, n_dots, has_tick,
-            key)
+    return k if spread else n_long + n_dots, n_template, spread, n_long, n_dots, has_tick, key
 
 
-@numba.njit(_MARKS_RESULT(U64), cache=True)
-def marks(ids: np.ndarray) -> tuple[np.ndarray, int]:
-    """The positions of the tokens that are one of ``MARKS``, and the ``$`` and ``#`` they
+@numba.njit(_MARKS_RESULT(U64, I64), cache=True)
+def marks(ids: np.ndarray, out: np.ndarray) -> tuple[int, int]:
+    """The positions of the tokens that are one of ``MARKS`` (written into ``out``, their
+    count returned; -1 when ``out`` is shorter than ``ids``), and the ``$`` and ``#`` they
     hold: when the text holds no other (the caller counts its own), a token ending in a mark
     is one of these.
 
     >>> from streams.text import Text
     >>> text = Text.of("## GM $claw ($pepe")
-    >>> text.tokens, marks(text.ids)
-    (['##', 'gm', '$', 'claw', '($', 'pepe'], (array([0, 2]), 3))
+    >>> out = np.empty(8, np.int64)
+    >>> k, held = marks(text.ids, out)
+    >>> text.tokens, out[:k].tolist(), held
+    (['##', 'gm', '$', 'claw', '($', 'pepe'], [0, 2], 3)
     """
     mark_ids, counts = _MARK_IDS, _MARK_COUNTS
-    pos = np.empty(len(ids), np.int64)
+    pos = out
+    if len(pos) < len(ids):
+        return -1, 0
     k = held = 0
     for i in range(len(ids)):
         t = ids[i]
@@ -123,4 +141,4 @@ def marks(ids: np.ndarray) -> tuple[np.ndarray, int]:
                 k += 1
                 held += counts[j]
                 break
-    return pos[:k], held
+    return k, held

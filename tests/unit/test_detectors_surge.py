@@ -324,6 +324,21 @@ def test_token_scans_equal_the_token_by_token_rule() -> None:
             assert got == want, raw
 
 
+def test_long_texts_and_gathered_tokens_give_the_same_entities() -> None:
+    """A text longer than the kernels' output array holds (grown for it), and a text whose
+    tokens were gathered already (read from the list, not the cache rows): the same entities
+    as the token-by-token and word-by-word rules."""
+    for words in (10, 5000):
+        raw = " ".join(["gm"] * words) + " $claw #moonshot at mbc20.xyz 0x" + "a" * 40
+        for gathered in (False, True):
+            text = Text.of(raw)
+            if gathered:
+                assert text.tokens
+            got = extract_entities(text, raw, 8)
+            assert got == scanned_entities(text.tokens, raw) | word_entities(text.words, raw, 8)
+            assert {"token:CLAW", "hashtag:moonshot", "url:mbc20.xyz"} < got
+
+
 def word_entities(words: list[str], raw: str, min_words: int) -> set[str]:
     """Contracts and the text template, word by word: len and str.isalpha of each word."""
     out = {f"contract:{w}" for w in words if len(raw) >= 32 and len(w) >= 32 and _contract(w)}
