@@ -12,10 +12,10 @@ per-bucket volume. Cost per text: substring tests on the raw text decide which t
 are needed (a dollar sign, a hash sign, ``tick``, a known top-level domain, a 32-character
 word), and those scans read the tokens around a mark or a dot one at a time, not the
 text's whole token list; the template reads at most 64 words, and a template met before (a
-verbatim repeat) is named by its key (a hash of its word ids) from a process cache of 32,768 names (~4.4 MB when
-full; then cleared), its words neither gathered nor joined and hashed again. A judgement reads
-the ends of an entity's buckets and accounts (kept in time order; whole, once a post came
-late), not all of them.
+verbatim repeat) is named by its key (a hash of its word ids) from a process cache of 32,768
+names (~4.4 MB when full; then cleared), its words neither gathered nor joined and hashed
+again. A judgement reads the ends of an entity's buckets and accounts (kept in time order;
+whole, once a post came late), not all of them.
 
 An entity surges when, in the current ``window_s``:
 
