@@ -11,10 +11,6 @@ leftmost positions of ``np.searchsorted``.
 >>> import numpy as np
 >>> sorted_search(np.array([1, 3, 3, 7], np.uint64), np.array([3, 0, 8], np.uint64)).tolist()
 [1, 0, 4]
->>> inserted(np.array([1, 3]), np.array([0, 2, 4]), np.array([0, 1, 2])).tolist()
-[0, 1, 2, 3, 4]
->>> merge_order(np.array([1, 4], np.uint64), np.array([0, 4, 5], np.uint64)).tolist()
-[2, 0, 1, 3, 4]
 """
 
 from __future__ import annotations
@@ -60,37 +56,40 @@ def sorted_search(arr: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return out
 
 
-@numba.njit([(U64, U64)], cache=True)
-def merge_order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.argsort(np.concatenate((a, b)), kind="stable")`` for sorted ``a`` and ``b``: one
-    merging pass (on ties ``a`` first)."""
-    na, nb = len(a), len(b)
-    out = np.empty(na + nb, np.int64)
-    i, j = 0, 0
+@numba.njit([(U32, U32, I64, U32, I64, I64, U32, I64, U32)], cache=True)
+def insert_runs(column: np.ndarray, indptr: np.ndarray, ca: np.ndarray, xa: np.ndarray,
+                pa: np.ndarray, cb: np.ndarray, xb: np.ndarray, pb: np.ndarray,
+                text_agent: np.ndarray) -> np.ndarray:
+    """Two runs of adoptions (cascade numbers ``c``, texts ``x``, insertion points ``p`` in
+    ``column``), each sorted by (cascade, the text's agent ``text_agent``), inserted into
+    ``column`` (one level of the cascades' store, segment starts ``indptr``, moved in place
+    by the insertions) in the merged order (on ties the first run's first): ``np.insert``
+    of the merged run, whose insertion points do not decrease, in one pass."""
+    na, nb = len(ca), len(cb)
+    out = np.empty(len(column) + na + nb, np.uint32)
+    counts = np.zeros(len(indptr), np.int64)
+    i, j, src = 0, 0, 0
+    kb = np.uint64(0)
     for o in range(na + nb):
-        if j == nb or (i < na and a[i] <= b[j]):
-            out[o] = i
+        if j < nb:
+            kb = (np.uint64(cb[j]) << np.uint64(32)) | np.uint64(text_agent[xb[j]])
+        if j == nb or (i < na and ((np.uint64(ca[i]) << np.uint64(32))
+                                   | np.uint64(text_agent[xa[i]])) <= kb):
+            c, x, p = ca[i], xa[i], pa[i]
             i += 1
         else:
-            out[o] = na + j
+            c, x, p = cb[j], xb[j], pb[j]
             j += 1
-    return out
-
-
-@numba.njit([(U32, U32, I64), (I64, I64, I64)], cache=True)
-def inserted(column: np.ndarray, values: np.ndarray, pos: np.ndarray,
-             ) -> np.ndarray:
-    """``np.insert(column, pos, values)`` for non-decreasing ``pos``: one pass."""
-    m = len(values)
-    out = np.empty(len(column) + m, column.dtype)
-    j = 0
-    for i in range(m):
-        p = pos[i]
-        for q in range(j, p):  # a loop, not a slice: the gaps are mostly short
-            out[q + i] = column[q]
-        out[p + i] = values[i]
-        j = p
-    out[j + m:] = column[j:]
+        for q in range(src, p):  # a loop, not a slice: the gaps are mostly short
+            out[q + o] = column[q]
+        out[p + o] = x
+        src = p
+        counts[c + 1] += 1
+    out[src + na + nb:] = column[src:]
+    run = 0
+    for c in range(1, len(indptr)):
+        run += counts[c]
+        indptr[c] += np.uint32(run)
     return out
 
 
@@ -514,6 +513,94 @@ def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int,
                 out += 1
         part_ends[n - lo] = out
     return g[:out], where[:out], text_of[:out], part_ends
+
+
+@numba.njit([(U64, U64, I64, I64, INT)], cache=True)
+def sorted_pairs(key: np.ndarray, g: np.ndarray, text_of: np.ndarray, rank: np.ndarray,
+                 agent_bits: int,
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """:func:`argsort_keys` then :func:`distinct_pairs` (``strict``) in one: the uses split
+    by their key's top 8 bits into 256 buckets in one pass that carries each use's id, index
+    and text rank along (read in order, where a gather after the sort reads them at random),
+    then each bucket, small enough to stay in cache, sorted by the rest of its key (least
+    significant digit radix, 8 bits a pass, stable; a pass skipped when every key has the
+    same digit there) and its distinct pairs read off. The same order and figures as the two
+    (a stable sort by key)."""
+    n = len(key)
+    top = np.uint64(0)
+    for i in range(n):
+        top |= key[i]
+    bits = 0
+    while bits < 64 and (top >> np.uint64(bits)) != 0:
+        bits += 1
+    shift = np.uint64(max(bits - 8, 0))
+    counts = np.zeros(257, np.int64)
+    for i in range(n):
+        counts[(key[i] >> shift) + 1] += 1
+    for d in range(1, 257):
+        counts[d] += counts[d - 1]
+    fill = counts[:256].copy()
+    bk = np.empty(n, np.uint64)
+    bj = np.empty(n, np.int64)
+    bg = np.empty(n, np.uint64)
+    br = np.empty(n, np.int64)
+    for i in range(n):
+        at = fill[key[i] >> shift]
+        fill[key[i] >> shift] = at + 1
+        bk[at], bj[at], bg[at], br[at] = key[i], i, g[i], rank[text_of[i]]
+    widest = 0
+    for d in range(256):
+        widest = max(widest, counts[d + 1] - counts[d])
+    idx = np.empty(widest, np.int64)
+    tmp = np.empty(widest, np.int64)
+    kk = np.empty(widest, np.uint64)
+    kt = np.empty(widest, np.uint64)
+    c = np.empty(257, np.int64)
+    mask = np.uint64(255)
+    ku = np.empty(n, np.uint64)
+    gu = np.empty(n, np.uint64)
+    src = np.empty(n, np.int64)
+    best = np.empty(n, np.int64)
+    low = np.uint64((1 << agent_bits) - 1)
+    up = np.uint64(AGENT_BITS - agent_bits)
+    m = -1
+    last = np.uint64(0)
+    for d in range(256):
+        s, e = counts[d], counts[d + 1]
+        size = e - s
+        for q in range(size):
+            idx[q] = s + q
+            kk[q] = bk[s + q]
+        for p in range(0, bits - 8, 8):
+            sh = np.uint64(p)
+            c[:] = 0
+            for q in range(size):
+                c[((kk[q] >> sh) & mask) + 1] += 1
+            if c.max() == size:
+                continue
+            for q in range(1, 257):
+                c[q] += c[q - 1]
+            for q in range(size):
+                dd = (kk[q] >> sh) & mask
+                at = c[dd]
+                c[dd] = at + 1
+                kt[at] = kk[q]
+                tmp[at] = idx[q]
+            kk, kt = kt, kk
+            idx, tmp = tmp, idx
+        for q in range(size):
+            k, o = kk[q], idx[q]
+            gg, r = bg[o], br[o]
+            if m >= 0 and k == last:
+                if gg == gu[m]:
+                    best[m] = min(best[m], r)
+                    continue
+                return ku[:0], gu[:0], src[:0], best[:0], False
+            m += 1
+            last = k
+            ku[m], gu[m], src[m], best[m] = ((k & ~low) << up) | (k & low), gg, bj[o], r
+    m += 1
+    return ku[:m], gu[:m], src[:m], best[:m], True
 
 
 @numba.njit([(I64, U64, U64, I64, I64, BOOL, INT)], cache=True)

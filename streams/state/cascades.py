@@ -15,44 +15,46 @@ before it; every agent of the graph counts, as in the paper's code, and the adop
 exposure k = adopters with exposure k / agents with exposure k. Texts whose author is unknown
 (``item.author`` None) adopt nothing: they are counted in ``cascade_anonymous_texts_total``.
 
-How (per text amortised O(words), no Python loop over words or history). Each text appends
-its word ids (:attr:`streams.text.Text.word_ids`), agent and time to a buffer; every
-``flush_every`` (n-gram, agent) pairs the whole buffer is merged at once by the compiled
-kernels of :mod:`streams.state.cascade_kernels` (one scalar loop each, no NumPy temporaries):
-the n-gram ids by the rolling hash over the concatenated words (the values of
+How (per text amortised O(words), no Python loop over words or history). Each text appends its
+word ids (:attr:`streams.text.Text.word_ids`), agent and time to a buffer; every ``flush_every``
+(n-gram, agent) pairs the whole buffer is merged at once by the compiled kernels of
+:mod:`streams.state.cascade_kernels` (one scalar loop each, no NumPy temporaries): the n-gram
+ids by the rolling hash over the concatenated words (the values of
 :meth:`streams.text.Text.word_ngram_ids`; windows across two texts left out), the stop-word rule
-by cumulative sums of a stop mask; one stable radix sort of the pairs by a 64-bit key (the
-n-gram id's top 38 bits, the agent's 26-bit index: grouped by n-gram, then agent; two n-grams
-sharing 38 bits are told apart by their full id, exactly), first use = the earliest text of
-each pair (an adoption stores its text's index, 4 bytes; the texts' times and agents are one
-table), then one pass an n-gram over the pairs in id order (:func:`merge_pairs`: the n-gram's
-place in the table and among the cascades found by galloping searches from the previous
-n-gram's): a cascade's pairs go out to be searched in the cascades' store, which holds one
-segment per cascade (numbered by id rank, a new cascade's segment inserted in place, so the
-pairs in id order are in segment order without a sort; never evicted), each adoption only its
-text (the agent is the text's), sorted by agent, searched within the segments (a binary
-search, galloping from the previous pair of the same cascade); those not found are counted
-in the table (:func:`bumped`). The other n-grams' adoptions are a pool of blocks, one an
-n-gram (its texts, at most ``min_adopters`` - 1: the n-gram's entry in the table says where,
-and its adopter count is the block's fill): within the same pass each pair's agent is looked
-for in its n-gram's block (found: the earlier first use kept), the new adoptions counted in
-the table (adopters, last adoption) and put into the block, or, when they bring the n-gram to
-``min_adopters``, taken out with the block's (freed); the unseen n-grams are inserted into
-the table (sorted by id) after the pass, the table not rewritten when there are none. Putting
-is O(new) (no pass over the store: a block that fills up moves to one of the next capacity,
-1, 2, 4, ... ``min_adopters`` - 1, the old one freed; free blocks are kept on a free list a
-capacity and taken first; when they are over a quarter of the pool it is compacted, O(pool),
-so a free entry costs O(1) amortised). A cascade's readable words are taken, when it crosses
-``min_adopters``, from a buffered text that adopted it (the words of the texts naming new
-cascades joined once, each cascade's bytes gathered from them, as
+by cumulative sums of a stop mask; one stable sort of the pairs by a 64-bit key (the n-gram id's
+top 38 bits, the agent's 26-bit index: grouped by n-gram, then agent; two n-grams sharing 38
+bits are told apart by their full id, exactly: :func:`sorted_pairs`, one pass into 256 buckets
+by the key's top bits carrying each pair's id and text along, then each bucket radix-sorted in
+cache), first use = the earliest text of each pair (an adoption stores its text's index, 4
+bytes; the texts' times and agents are one table), then one pass an n-gram over the pairs in id
+order (:func:`merge_pairs`: the n-gram's place in the table and among the cascades found by
+galloping searches from the previous n-gram's): a cascade's pairs go out to be searched in the
+cascades' store, which holds one segment per cascade (numbered by id rank, a new cascade's
+segment inserted in place, so the pairs in id order are in segment order without a sort; never
+evicted), each adoption only its text (the agent is the text's), sorted by agent, searched
+within the segments (a binary search, galloping from the previous pair of the same cascade);
+those not found are counted in the table (:func:`bumped`). The other n-grams' adoptions are a
+pool of blocks, one an n-gram (its texts, at most ``min_adopters`` - 1: the n-gram's entry in
+the table says where, and its adopter count is the block's fill): within the same pass each
+pair's agent is looked for in its n-gram's block (found: the earlier first use kept), the new
+adoptions counted in the table (adopters, last adoption) and put into the block, or, when they
+bring the n-gram to ``min_adopters``, taken out with the block's (freed); the unseen n-grams are
+inserted into the table (sorted by id) after the pass, the table not rewritten when there are
+none. Putting is O(new) (no pass over the store: a block that fills up moves to one of the next
+capacity, 1, 2, 4, ... ``min_adopters`` - 1, the old one freed; free blocks are kept on a free
+list a capacity and taken first; when they are over a quarter of the pool it is compacted,
+O(pool), so a free entry costs O(1) amortised). A cascade's readable words are taken, when it
+crosses ``min_adopters``, from a buffered text that adopted it (the words of the texts naming
+new cascades joined once, each cascade's bytes gathered from them, as
 :func:`streams.text.ngram_text` joins them), and its adoptions join the cascades' store. The
-cascades' store has levels whose bounds grow geometrically (x ``GROWTH``): a merge inserts
-into the smallest, and a level over
-its bound goes into the next one in one pass (each adoption rewritten O(``GROWTH``) times a
-level, O(log adoptions) levels, each searched), so a flush does not rewrite every adoption ever
-taken (the periodic analysis flushes every ~10k texts: with one level, or two, that rewrite
-grew with the history). The buffer grows to a quarter of the cascades' store (at most 16 x
-``flush_every`` pairs) before a merge.
+cascades' store has levels whose bounds grow geometrically (x ``GROWTH``): a merge inserts into
+the smallest (two runs sorted by cascade and agent, the known cascades' new adoptions and the
+new cascades', merged as they are inserted: :func:`insert_runs`), and a level over its bound
+goes into the next one in one pass (each adoption rewritten O(``GROWTH``) times a level, O(log
+adoptions) levels, each searched), so a flush does not rewrite every adoption ever taken (the
+periodic analysis flushes every ~10k texts: with one level, or two, that rewrite grew with the
+history). The buffer grows to a quarter of the cascades' store (at most 16 x ``flush_every``
+pairs) before a merge.
 
 Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, once the texts
 since the last analysis reach ``analysis_min_texts`` or the number the last one covered,
@@ -131,14 +133,14 @@ from streams.state.cascade_kernels import (
     exposure_batch,
     exposures,
     gather_segments,
-    inserted,
-    merge_order,
+    insert_runs,
     merge_pairs,
     merge_segments,
     pair_keys,
     pool_compact,
     pool_take,
     segment_find,
+    sorted_pairs,
 )
 from streams.state.graph import InteractionGraph
 from streams.text import K, Text, token_ids
@@ -432,17 +434,16 @@ class _Cascades:
             ev[at[earlier]] = x[inside][earlier]
             start += len(ev)
 
-    def add(self, cno: np.ndarray, texts: np.ndarray, pos: np.ndarray, text_agent: np.ndarray,
-            ) -> None:
-        """Insert adoptions (sorted by cascade then agent, none present) at their insertion
-        points in level 0 (as :meth:`find` gives them); merge each level over its bound into
-        the next one."""
-        if len(cno):
-            if len(self) + len(cno) >= 2**32:
+    def add(self, run: tuple[np.ndarray, np.ndarray, np.ndarray],
+            run2: tuple[np.ndarray, np.ndarray, np.ndarray], text_agent: np.ndarray) -> None:
+        """Insert two runs of adoptions (cascade numbers, texts, insertion points in level 0
+        as :meth:`find` gives them; each sorted by cascade then agent, none present) in their
+        merged order; merge each level over its bound into the next one."""
+        n = len(run[0]) + len(run2[0])
+        if n:
+            if len(self) + n >= 2**32:
                 raise ValueError("more than 2^32 cascade adoptions")
-            self.evs[0] = inserted(self.evs[0], texts, pos)
-            self.ptrs[0][1:] += np.cumsum(np.bincount(cno, minlength=len(self.ptrs[0]) - 1)
-                                          ).astype(np.uint32)
+            self.evs[0] = insert_runs(self.evs[0], self.ptrs[0], *run, *run2, text_agent)
         for level in range(len(self.evs)):
             if len(self.evs[level]) <= MERGE_MIN * GROWTH ** (level + 1):
                 break
@@ -663,8 +664,7 @@ class CascadeEngine:
         # bits up to 131k agents, where the full 64 take 8)
         ab = max(int(agents.max()).bit_length(), 1)
         key = pair_keys(g, text_of, agents, np.uint64(PREFIX_MASK), ab)
-        order, sorted_keys = argsort_keys(key)
-        ku, gu, src, best, ok = distinct_pairs(order, sorted_keys, g, text_of, rank, True, ab)
+        ku, gu, src, best, ok = sorted_pairs(key, g, text_of, rank, ab)
         if not ok:  # two n-grams share a prefix and an agent: sort by key, then id
             order = np.lexsort((g, key))
             ku, gu, src, best, _ = distinct_pairs(order, key[order], g, text_of, rank, False,
@@ -691,7 +691,8 @@ class CascadeEngine:
         self.adoptions_total += adopted + len(crow) - int(found_b.sum())
         if len(crossed):
             self._name(src[first], origin)
-        adds = [(cno[nf], xu[ci[nf]], at_b[nf])]
+        cn, xn, pn = cno[nf], xu[ci[nf]], at_b[nf]
+        joined = cn[:0], xn[:0], pn[:0]
         if len(crossed):  # number the new cascades; their earlier adoptions join their store
             at, old = _places(np.searchsorted(self._cids, crossed), len(self._cids))
             self._cids = _placed(self._cids, crossed, at, old)
@@ -699,22 +700,17 @@ class CascadeEngine:
             self._wnos = _placed(self._wnos, np.arange(first_no, len(self._cids), dtype=np.uint32),
                                  at, old)
             self._big.grow(old)
-            adds[0] = (np.flatnonzero(old)[cno[nf]], *adds[0][1:])  # the others renumbered
+            cn = np.flatnonzero(old)[cn]  # the others renumbered
             jt = np.concatenate((xu[joining], moved_t))
             # their numbers: the new cascades' places (``at``, in the order of ``crossed``)
             jc = at[np.concatenate((jx, np.repeat(np.arange(len(crossed)), had)))]
-            # a new cascade's adoptions go where its (empty) segment is in level 0; all
-            # the adoptions merged in (cascade, agent) order: the others' are in that order
-            # already (renumbering keeps it), so two sorted runs, one merging pass
-            jkey = (jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt]
-            order, jkey = argsort_keys(jkey)
+            # a new cascade's adoptions go where its (empty) segment is in level 0, sorted by
+            # (cascade, agent); the others' are in that order already (renumbering keeps it):
+            # two sorted runs, merged as they are inserted
+            order = argsort_keys((jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt])[0]
             jc, jt = jc[order], jt[order]
-            adds.append((jc, jt, self._big.ptrs[0][jc].astype(np.int64)))
-            c0, t0 = adds[0][:2]
-            order = merge_order((c0.astype(np.uint64) << np.uint64(32)) | self._ta[t0],
-                                jkey)
-            adds = [tuple(col[order] for col in map(np.concatenate, zip(*adds, strict=True)))]
-        self._big.add(*(np.concatenate(col) for col in zip(*adds, strict=True)), self._ta)
+            joined = jc, jt, self._big.ptrs[0][jc].astype(np.int64)
+        self._big.add((cn, xn, pn), joined, self._ta)
         if len(self._keys) > self.config.max_tracked:
             self._evict()
         self._small.compact(self._blk, self._size, cfg.min_adopters)

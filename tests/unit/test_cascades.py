@@ -327,20 +327,31 @@ def test_kernels_match_numpy() -> None:
         q = np.sort(rng.integers(0, 1_100, 300).astype(np.uint64))
         q[100:120] = q[100:120][::-1]
         assert np.array_equal(kernels.sorted_search(arr, q), np.searchsorted(arr, q))
-        pos = np.sort(rng.integers(0, n + 1, 40))
-        vals = rng.integers(0, 2**32, 40).astype(np.uint32)
-        col = rng.integers(0, 2**32, n).astype(np.uint32)
-        assert np.array_equal(kernels.inserted(col, vals, pos), np.insert(col, pos, vals))
+        # two runs of (cascade, agent)-sorted adoptions inserted in their merged order (the
+        # first run's first on ties), at insertion points that do not decrease in that order
+        agent_of = rng.integers(0, 30, 1_000).astype(np.uint32)
+        col = rng.integers(0, 1_000, n).astype(np.uint32)
+        cno = rng.integers(0, 8, 40 + n // 10)
+        texts = rng.integers(0, 1_000, len(cno)).astype(np.uint32)
+        key = (cno.astype(np.uint64) << np.uint64(32)) | agent_of[texts]
+        first = rng.random(len(cno)) < 0.6
+        merged = np.concatenate((np.flatnonzero(first), np.flatnonzero(~first)))
+        merged = merged[np.argsort(key[merged], kind="stable")]
+        pos = np.empty(len(cno), np.int64)
+        pos[merged] = np.sort(rng.integers(0, n + 1, len(cno)))
+        indptr = np.sort(rng.integers(0, 1_000, 9)).astype(np.uint32)
+        want_ptr = indptr.copy()
+        want_ptr[1:] += np.cumsum(np.bincount(cno, minlength=8)).astype(np.uint32)
+        runs = [tuple(col_[np.sort(np.flatnonzero(sel))[np.argsort(key[sel], kind="stable")]]
+                      for col_ in (cno, texts, pos)) for sel in (first, ~first)]
+        got = kernels.insert_runs(col, indptr, *runs[0], *runs[1], agent_of)
+        assert np.array_equal(got, np.insert(col, pos[merged], texts[merged]))
+        assert np.array_equal(indptr, want_ptr)
         keys = rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)
         keys[: n // 2] = keys[n // 2: 2 * (n // 2)]  # repeats: the order among them kept
         order, in_order = kernels.argsort_keys(keys)
         assert np.array_equal(order, np.argsort(keys, kind="stable"))
         assert np.array_equal(in_order, np.sort(keys))
-        # two sorted runs with ties across them (the first run's go first)
-        a = np.sort(rng.integers(0, 60, n).astype(np.uint64))
-        b = np.sort(rng.integers(0, 60, n // 3 + 2).astype(np.uint64))
-        assert np.array_equal(kernels.merge_order(a, b),
-                              np.argsort(np.concatenate((a, b)), kind="stable"))
     # the cascades' store: segments sorted by agent, pairs by (cascade, agent) (galloping
     # within a cascade) and a few out of order (searched afresh)
     text_agent = rng.integers(0, 50, 600).astype(np.uint32)
@@ -514,6 +525,32 @@ def test_batch_ngrams_are_each_texts_kept_ngrams() -> None:
         got = sorted(zip(ns[mine].tolist(), starts[mine].tolist(), g[mine].tolist(),
                          strict=True))
         assert got == sorted(zip(n.tolist(), s.tolist(), ids.tolist(), strict=True))
+
+
+def test_sorted_pairs_is_the_sort_then_the_distinct_pairs() -> None:
+    """The bucketed sort and distinct pass against the stable sort by key and a plain
+    grouping: keys with repeats (the earliest rank kept, the first use's index), narrow and
+    wide keys (one bucket, or a radix pass skipped), and two ids under one key (refused)."""
+    rng = np.random.default_rng(13)
+    for n, hi, ab in ((0, 10, 3), (1, 10, 3), (60, 2**6, 2), (5_000, 2**40, 13),
+                      (20_000, 2**51, 13), (20_000, 2**16, 4)):
+        key = rng.integers(0, hi, n, dtype=np.uint64)
+        key[: n // 3] = key[n // 3: 2 * (n // 3)]
+        g = key * np.uint64(3) + np.uint64(1)  # one id a key
+        text_of = rng.integers(0, 500, n)
+        rank = rng.permutation(500)
+        ku, gu, src, best, ok = kernels.sorted_pairs(key, g, text_of, rank, ab)
+        order = np.argsort(key, kind="stable")
+        distinct, first = np.unique(key[order], return_index=True)
+        low = np.uint64((1 << ab) - 1)
+        assert ok and ku.tolist() == (((distinct & ~low) << np.uint64(kernels.AGENT_BITS - ab))
+                                      | (distinct & low)).tolist()
+        assert gu.tolist() == (distinct * np.uint64(3) + np.uint64(1)).tolist()
+        assert src.tolist() == order[first].tolist()
+        assert best.tolist() == [int(rank[text_of[key == k]].min()) for k in distinct.tolist()]
+        if n > 10:
+            g[np.flatnonzero(key == key[0])[-1]] += np.uint64(1)
+            assert not kernels.sorted_pairs(key, g, text_of, rank, ab)[4]
 
 
 def test_earliest_k_is_the_lexsorts_head() -> None:
