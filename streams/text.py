@@ -243,9 +243,9 @@ class Text:
     :meth:`of` scans the text once (compiled), one cache look-up a token giving the token
     ids, the word tokens' ids, lengths and all-letter mask; the token and word strings are
     gathered from the cache only when an engine reads them (most read ids only); the n-grams
-    of lengths 2..MAX_N of all tokens and of the words come together on the first
-    :meth:`ngram_ids` (one compiled pass over both sequences), :meth:`word_ngram_ids` alone
-    chains only the lengths it needs."""
+    of lengths 2..MAX_N of all tokens come together on the first :meth:`ngram_ids` (one
+    compiled pass; the word n-grams, which no engine of the pipeline reads, are not made
+    with them), :meth:`word_ngram_ids` chains only the lengths it needs."""
 
     __slots__ = ("_tokens", "_ids", "_mask", "_words", "_word_ids", "_word_lens", "_word_alpha",
                  "_grams", "_word_grams", "_rows", "_word_rows", "_vocab")
@@ -357,35 +357,23 @@ class Text:
             setattr(self, k, value)
 
     def ngram_ids(self, n: int) -> np.ndarray:
-        """Ids of every n-gram of all tokens (punctuation included), in text order."""
+        """Ids of every n-gram of all tokens (punctuation included), in text order; lengths
+        2..MAX_N come together on the first read of one of them (one compiled pass)."""
         g = self._grams.get(n)
         if g is None:
-            if n == 1:
-                g = self._grams[1] = self.ids
-            elif 2 not in self._grams:
-                self._both()
-                return self.ngram_ids(n)
-            else:
-                g = _chained(self._grams, self.ids, n)
+            if 2 <= n <= MAX_N and 2 not in self._grams:
+                ids = self.ids
+                rows = textscan.grams(ids, MAX_N)
+                for k in range(2, MAX_N + 1):
+                    self._grams[k] = rows[k - 2][:max(len(ids) - k + 1, 0)]
+                return self._grams[n]
+            g = _chained(self._grams, self.ids, n)
         return g
 
     def word_ngram_ids(self, n: int) -> np.ndarray:
         """Ids of every n-gram of the word tokens, in text order (word ``i`` starts gram ``i``)."""
         g = self._word_grams.get(n)
         return g if g is not None else _chained(self._word_grams, self.word_ids, n)
-
-    def _both(self) -> None:
-        """The n-grams of lengths 2..MAX_N of the tokens and of the words, at once (one
-        compiled pass over both sequences, MAX_N - 1 zeros between them: windows reaching
-        into the padding are cut off)."""
-        ids, w = self.ids, self.word_ids
-        nt, nw, pad = len(ids), len(w), MAX_N - 1
-        rows = textscan.grams(ids, w, MAX_N)
-        for n in range(2, MAX_N + 1):
-            g = rows[n - 2]
-            self._grams[n] = g[:max(nt - n + 1, 0)]
-            if n not in self._word_grams:
-                self._word_grams[n] = g[nt + pad:nt + pad + max(nw - n + 1, 0)]
 
 
 _new = object.__new__

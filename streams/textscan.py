@@ -379,20 +379,17 @@ def index(slots: np.ndarray, starts: np.ndarray, lens: np.ndarray, chars: np.nda
         slots[2 * i + 1] = head
 
 
-@numba.njit([(U64, U64, INT)], cache=True)
-def grams(a: np.ndarray, b: np.ndarray, longest: int) -> np.ndarray:
-    """The rolling hashes of lengths 2..longest over two id sequences at once: row n - 2 holds
-    at position i the n-gram starting at i of ``a``, ``longest - 1`` zeros, then ``b`` (the
-    positions whose window reaches past a sequence are the caller's to cut off)."""
-    pad = longest - 1
-    m = len(a) + pad + len(b)
-    base = np.zeros(m + pad, np.uint64)
-    base[:len(a)] = a
-    base[len(a) + pad:m] = b
-    out = np.empty((pad, m), np.uint64)
+@numba.njit([(U64, INT)], cache=True)
+def grams(ids: np.ndarray, longest: int) -> np.ndarray:
+    """The rolling hashes of lengths 2..longest over an id sequence: row n - 2 holds at
+    position i the n-gram starting at i (the last n - 1 positions, whose window reaches past
+    the end, hold shorter ones: the caller's to cut off)."""
+    m = len(ids)
+    out = np.empty((longest - 1, m), np.uint64)
     for i in range(m):
-        g = base[i]
-        for j in range(pad):
-            g = g * K + base[i + j + 1]
+        g = ids[i]
+        for j in range(longest - 1):
+            if i + j + 1 < m:
+                g = g * K + ids[i + j + 1]
             out[j, i] = g
     return out
