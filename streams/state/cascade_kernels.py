@@ -155,6 +155,7 @@ def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.
 
 
 NO_BLOCK = 0xFFFFFFFF  # a free block's link at the end of its class's free list
+AHEAD, RING = 16, 32  # merge_pairs reads a block's first agent AHEAD n-grams early (RING > it)
 
 
 @numba.njit([(U64, I64, U64, UINT, INT)], cache=True)
@@ -217,7 +218,10 @@ def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
     moves to one of the next class, taken before the old one is freed), or, when they make it
     a cascade (``m`` adopters), all its adoptions leave the pool (its block freed after the
     pass, in id order). The unseen n-grams are inserted into the table after the pass (block:
-    ``NO_BLOCK`` for those that are cascades at once). Returns the table (the same arrays
+    ``NO_BLOCK`` for those that are cascades at once). The n-grams are found first (their
+    places, one pass), then taken in turn, each block's first agent read ``AHEAD`` n-grams
+    early (the blocks are scattered over the pool: those reads overlap, where a block read
+    at its turn waits for memory). Returns the table (the same arrays
     when no n-gram is unseen), the pool and its used entries; each pair's first use (time,
     text); the cascades' pairs as (pair, cascade number, agent, row in the table returned);
     the new adoptions of the other n-grams; the n-grams that became cascades (by id), the
@@ -244,7 +248,12 @@ def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
     ut = np.empty(n, np.float64)
     ub = np.empty(n, np.uint32)
     nc, nk = len(cids), len(keys)
-    c, x, u, j, adopted, lo_c, lo_k = 0, 0, 0, 0, 0, 0, 0
+    # the n-grams (runs of equal ids): their places in the table and among the cascades
+    starts = np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
+    rows = np.empty(n, np.int64)
+    held = np.empty(n, np.bool_)  # in the table, not a cascade: its block is read
+    c, ng, lo_c, lo_k = 0, 0, 0, 0
     i = 0
     while i < n:
         q = gu[i]
@@ -260,20 +269,37 @@ def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
             for p in range(i, end):
                 ci[c], cno[c], ag[c], crow[c] = p, lo_c, np.int64(ku[p] & agent_mask), lo_k
                 c += 1
-            i = end
-            continue
-        held = lo_k < nk and keys[lo_k] == q
+        else:
+            starts[ng], ends[ng], rows[ng] = i, end, lo_k
+            held[ng] = lo_k < nk and keys[lo_k] == q
+            ng += 1
+        i = end
+    # the others, an n-gram at a time; the agent of the first text of the block AHEAD n-grams
+    # on is read first (kept in a ring): the blocks are scattered over the pool, and the
+    # misses of these independent reads overlap where a block read as its turn comes stalls
+    ring = np.empty(RING, np.uint32)
+    for r in range(min(AHEAD, ng)):
+        if held[r]:
+            ring[r % RING] = text_agent[pool[blk[rows[r]]]]
+    x, u, j, adopted = 0, 0, 0, 0
+    for r in range(ng):
+        ahead = r + AHEAD
+        if ahead < ng and held[ahead]:
+            ring[ahead % RING] = text_agent[pool[blk[rows[ahead]]]]
+        i, end, lo_k = starts[r], ends[r], rows[r]
+        q = gu[i]
         f = 0
         had = 0
         b = 0
-        if held:
+        if held[r]:
             b = np.int64(blk[lo_k])
             had = np.int64(size[lo_k])
+            first = ring[r % RING]  # text_agent[pool[b]], read AHEAD n-grams before
             for p in range(i, end):
                 a = ku[p] & agent_mask
                 seen = False
                 for s in range(b, b + had):
-                    if text_agent[pool[s]] == a:
+                    if (first if s == b else text_agent[pool[s]]) == a:
                         seen = True
                         if tu[p] < text_time[pool[s]]:
                             pool[s] = xu[p]
@@ -285,15 +311,14 @@ def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
             for p in range(i, end):
                 fresh[f] = p
                 f += 1
-        i = end
         if f == 0:
             continue
         adopted += f
         t = tu[fresh[0]]
-        for r in range(1, f):
-            t = max(t, tu[fresh[r]])
+        for v in range(1, f):
+            t = max(t, tu[fresh[v]])
         fill = had + f
-        if held:
+        if held[r]:
             size[lo_k] = np.uint32(fill)
             last[lo_k] = max(last[lo_k], t)
         else:
@@ -301,8 +326,8 @@ def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
             u += 1
         if fill >= m:  # a cascade now: its adoptions join the cascades' store
             cross_g[x], cross_f[x], cross_h[x], cross_b[x] = q, fresh[0], had, b
-            for r in range(f):
-                jp[j], jx[j] = fresh[r], x
+            for v in range(f):
+                jp[j], jx[j] = fresh[v], x
                 j += 1
             x += 1
             continue
@@ -314,12 +339,12 @@ def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
                     pool[nb + s] = pool[b + s]
                 _free(pool, heads, caps, b, cls_of[had])
             b = nb
-            if held:
+            if held[r]:
                 blk[lo_k] = np.uint32(b)
             else:
                 ub[u - 1] = np.uint32(b)
-        for r in range(f):
-            pool[b + had + r] = xu[fresh[r]]
+        for v in range(f):
+            pool[b + had + v] = xu[fresh[v]]
     # the crossed n-grams' blocks taken (in id order), then freed
     h = 0
     for r in range(x):

@@ -26,8 +26,8 @@ top 38 bits, the agent's 26-bit index: grouped by n-gram, then agent; two n-gram
 bits are told apart by their full id, exactly: :func:`sorted_pairs`, one pass into 256 buckets
 by the key's top bits carrying each pair's id and text along, then each bucket radix-sorted in
 cache), first use = the earliest text of each pair (an adoption stores its text's index, 4
-bytes; the texts' times and agents are one table), then one pass an n-gram over the pairs in id
-order (:func:`merge_pairs`: the n-gram's place in the table and among the cascades found by
+bytes; the texts' times and agents are one table), then the pairs in id order
+(:func:`merge_pairs`: the n-grams' places in the table and among the cascades found first, by
 galloping searches from the previous n-gram's): a cascade's pairs go out to be searched in the
 cascades' store, which holds one segment per cascade (numbered by id rank, a new cascade's
 segment inserted in place, so the pairs in id order are in segment order without a sort; never
@@ -35,17 +35,18 @@ evicted), each adoption only its text (the agent is the text's), sorted by agent
 within the segments (a binary search, galloping from the previous pair of the same cascade);
 those not found are counted in the table (:func:`bumped`). The other n-grams' adoptions are a
 pool of blocks, one an n-gram (its texts, at most ``min_adopters`` - 1: the n-gram's entry in
-the table says where, and its adopter count is the block's fill): within the same pass each
-pair's agent is looked for in its n-gram's block (found: the earlier first use kept), the new
-adoptions counted in the table (adopters, last adoption) and put into the block, or, when they
-bring the n-gram to ``min_adopters``, taken out with the block's (freed); the unseen n-grams are
-inserted into the table (sorted by id) after the pass, the table not rewritten when there are
-none. Putting is O(new) (no pass over the store: a block that fills up moves to one of the next
-capacity, 1, 2, 4, ... ``min_adopters`` - 1, the old one freed; free blocks are kept on a free
-list a capacity and taken first; when they are over a quarter of the pool it is compacted,
-O(pool), so a free entry costs O(1) amortised). A cascade's readable words are taken, when it
-crosses ``min_adopters``, from a buffered text that adopted it (the words of the texts naming
-new cascades joined once, each cascade's bytes gathered from them, as
+the table says where, and its adopter count is the block's fill): n-gram by n-gram, each pair's
+agent is looked for in its n-gram's block (found: the earlier first use kept; the blocks' first
+agents read a few n-grams ahead, their memory reads overlapping), the new adoptions counted in
+the table (adopters, last adoption) and put into the block, or, when they bring the n-gram to
+``min_adopters``, taken out with the block's (freed); the unseen n-grams are inserted into the
+table (sorted by id) after the pass, the table not rewritten when there are none. Putting is
+O(new) (no pass over the store: a block that fills up moves to one of the next capacity, 1, 2,
+4, ... ``min_adopters`` - 1, the old one freed; free blocks are kept on a free list a capacity
+and taken first; when they are over a quarter of the pool it is compacted, O(pool), so a free
+entry costs O(1) amortised). A cascade's readable words are taken, when it crosses
+``min_adopters``, from a buffered text that adopted it (the words of the texts naming new
+cascades joined once, each cascade's bytes gathered from them, as
 :func:`streams.text.ngram_text` joins them), and its adoptions join the cascades' store. The
 cascades' store has levels whose bounds grow geometrically (x ``GROWTH``): a merge inserts into
 the smallest (two runs sorted by cascade and agent, the known cascades' new adoptions and the
