@@ -9,8 +9,9 @@ below its predecessor (pairs of n-grams that share a key prefix): any order give
 leftmost positions of ``np.searchsorted``.
 
 >>> import numpy as np
->>> sorted_search(np.array([1, 3, 3, 7], np.uint64), np.array([3, 0, 8], np.uint64)).tolist()
-[1, 0, 4]
+>>> arr = np.array([1, 3, 3, 7], np.uint64)
+>>> [_gallop(arr, np.uint64(q), 0) for q in (3, 0, 8)], _gallop(arr, np.uint64(3), 2)
+([1, 0, 4], 2)
 """
 
 from __future__ import annotations
@@ -40,20 +41,6 @@ def _gallop(arr: np.ndarray, q: np.uint64, lo: int) -> int:
         else:
             hi = mid
     return lo
-
-
-@numba.njit([(U64, U64)], cache=True)
-def sorted_search(arr: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """``np.searchsorted(arr, queries)`` (leftmost), galloping from the previous answer."""
-    out = np.empty(len(queries), np.int64)
-    lo = 0
-    for i in range(len(queries)):
-        q = queries[i]
-        if i and q < queries[i - 1]:
-            lo = 0
-        lo = _gallop(arr, q, lo)
-        out[i] = lo
-    return out
 
 
 @numba.njit([(U32, U32, I64, U32, I64, I64, U32, I64, U32)], cache=True)
