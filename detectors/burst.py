@@ -341,7 +341,7 @@ class BurstDetector:
         word_at = np.zeros(n, np.int64)
         np.cumsum(lens[:-1] + (cfg.n - 1), out=word_at[1:])  # a text of k grams: k + n - 1 words
         while True:
-            distinct, inserted, births, keys, acts = kernels.flush(
+            distinct, inserted, births, keys, promote, texts, pos, recs = kernels.flush(
                 lens, times, warm, authors, who, words, word_at, _STOP_IDS, cfg.n,
                 table.keys, table.last, table.ry, table.cap, table.count,
                 cfg.memory_s, self._record_base, self._record_base + len(self._records),
@@ -363,36 +363,31 @@ class BurstDetector:
                 s = sights[i] = buf[i].sighting(cfg.evidence.stored_chars)
             return s
 
-        young, dirty = self._young, self._dirty
-        promote = acts[0].astype(bool)
-        # the kernel's actions, in text order: promotions of singles (kept unbuilt), then
-        # adoptions (an n-gram's promotion comes before its adoptions, and a promotion reads
-        # nothing an adoption writes: the same as in text order)
-        if promote.any():
-            ids, texts, recs = keys[promote], acts[1][promote], acts[3][promote]
-            base = self._record_base
-            record = {rc: self._records[rc - base] for rc in set(recs.tolist())}
-            by: dict[int, _Promoter] = {}  # one promoter a text, shared by its n-grams
-            for i in set(texts.tolist()):
-                b = buf[i]
-                by[i] = (b.t, b.author, b.thread, b.text.words, sighting(i))
-            singles = ids.tolist()
-            young.update(zip(singles, zip(map(record.__getitem__, recs.tolist()),
-                                          map(by.__getitem__, texts.tolist()),
-                                          acts[2][promote].tolist(), strict=True),
-                             strict=True))
-            # a single's two threads at most: with min_threads over 2 it cannot newly qualify
-            if cfg.min_threads <= 2:
-                dirty.update(singles)
-            # due max_age after birth (the record's time), in one heap entry
-            at = self._rec_t[recs - self._arr_base] + cfg.max_age_s
-            order = np.argsort(at, kind="stable")
-            self._flushes += 1
-            heapq.heappush(self._singles_due, (float(at[order[0]]), self._flushes, at[order],
-                                               ids[order]))
-        adopt = ~promote
+        young, records, base, dirty = self._young, self._records, self._record_base, self._dirty
+        singles: list[int] = []
+        born: list[float] = []
+        # a single's two threads at most: with min_threads over 2 it cannot newly qualify
+        judged = cfg.min_threads <= 2
         max_adopters, evidence_texts = cfg.max_adopters, cfg.evidence_texts
-        for g, i in zip(keys[adopt].tolist(), acts[1][adopt].tolist(), strict=True):
+        by_i, r_no = -1, -1  # the last promoter and record met (a text's n-grams come in a row)
+        by: _Promoter
+        r: _Record
+        # the kernel's actions, in text order: promotions of singles (kept unbuilt), adoptions
+        for g, pr, i, p, rc in zip(keys.tolist(), promote.tolist(), texts.tolist(),
+                                   pos.tolist(), recs.tolist(), strict=True):
+            if pr:
+                if judged:
+                    dirty.add(g)
+                if i != by_i:
+                    b, by_i = buf[i], i
+                    by = (b.t, b.author, b.thread, b.text.words,  # type: ignore[assignment]
+                          sighting(i))
+                if rc != r_no:
+                    r, r_no = records[rc - base], rc
+                young[g] = (r, by, p)
+                singles.append(g)
+                born.append(r[0])
+                continue
             dirty.add(g)
             b = buf[i]
             y = young[g]
@@ -406,6 +401,12 @@ class BurstDetector:
                 y.threads.add(b.thread)
                 if len(y.texts) < evidence_texts:
                     y.texts.append(sighting(i))
+        if singles:  # due max_age after birth, in one heap entry
+            at = np.array(born) + cfg.max_age_s
+            order = np.argsort(at, kind="stable")
+            self._flushes += 1
+            heapq.heappush(self._singles_due, (float(at[order[0]]), self._flushes, at[order],
+                                               np.array(singles, np.uint64)[order]))
 
     def _built(self, g: int, single: _Single) -> _Young:
         """A young n-gram kept unbuilt, built (in its place) as its promotion made it."""

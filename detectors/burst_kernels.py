@@ -120,7 +120,8 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
           ry: np.ndarray, cap: int, count: int, memory_s: float,
           record_base: int, next_record: int, rec_t: np.ndarray, rec_a: np.ndarray,
           arr_base: int, max_age_s: float, orphans: np.ndarray) -> tuple[
-              int, int, np.ndarray, np.ndarray, np.ndarray]:
+              int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+              np.ndarray]:
     """One batch against the seen table (``keys``, ``last``, ``ry``: ``count`` keys held,
     ``cap`` at most; ``ry`` is twice the record plus the young flag), as one text at a time
     in order would.
@@ -151,9 +152,8 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
     the batch do nothing.
 
     Returns (distinct n-grams of the batch, keys inserted, texts that gave births, and the
-    actions in text order: their keys, and in the rows of one array whether a promotion (1,
-    else an adoption), text, position, record: each array returned costs the call ~2 us to
-    box). When the distinct n-grams would take the keys over ``cap``, nothing is done
+    actions in text order: key, whether a promotion (else an adoption), text, position,
+    record). When the distinct n-grams would take the keys over ``cap``, nothing is done
     (inserted -1): the caller makes room and calls again."""
     n = lens.sum()
     lbits = 4
@@ -206,7 +206,8 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
             n_occ += 1
     none = np.empty(0, np.int64)
     if count + n_grp > cap:
-        return n_grp, -1, none, np.empty(0, np.uint64), np.empty((4, 0), np.int64)
+        return (n_grp, -1, none, np.empty(0, np.uint64), np.empty(0, np.bool_), none, none,
+                none)
 
     grp_slot = np.empty(n_grp, np.int64)
     grp_rec = np.empty(n_grp, np.int64)
@@ -326,9 +327,5 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
         occ_grp[n_act] = g
         n_act += 1
     g_a = occ_grp[:n_act]
-    acts = np.empty((4, n_act), np.int64)
-    acts[0] = promote[:n_act]
-    acts[1] = occ_text[:n_act]
-    acts[2] = occ_pos[:n_act]
-    acts[3] = grp_rec[g_a]
-    return n_grp, inserted, births, grp_key[g_a], acts
+    return (n_grp, inserted, births, grp_key[g_a], promote[:n_act], occ_text[:n_act],
+            occ_pos[:n_act], grp_rec[g_a])
