@@ -42,7 +42,8 @@ the comments of its (target, thread)), kept incrementally as edges enter and lea
 an agent's distinct repliers are the live pairs into it (a count per node, moved only when a
 pair appears or vanishes) and its threads of ``min_thread_replies`` a count moved only when a
 thread crosses that bar. Per snapshot, one exact PageRank of the window's graph (O(edges) a
-power iteration) and one NumPy sort of its agents.
+power iteration), one NumPy sort of its agents and a sort of the top ones (the names alone
+for those tied at the cut).
 
 Memory: ``history + graph_window_s / sample_interval_s + persist`` snapshots of at most
 ``max_agents_tracked`` shares each, ``reach_history`` integers, and the interaction edges of one
@@ -270,12 +271,19 @@ class SupernodeDetector:
         k = largest_gap_cut(desc)
         tracked = self.cfg.max_agents_tracked
         m = min(len(p), max(tracked, k))
-        # the top m (and every agent tied with the m-th), ordered by rank then name (names are
-        # distinct: the node index never decides): one sort of (-PageRank, name)
-        head = np.flatnonzero(p >= desc[m - 1])
+        # the top m ordered by rank then name (names are distinct: the node index never
+        # decides): a sort of (-PageRank, name) over the agents above the m-th value, then
+        # the first of those tied with it by name alone (often hundreds tie at a window's
+        # floor: their names sort without tuples, and only the ones needed are kept; the cut
+        # never splits a tie, so the top k* is whole)
+        cut = desc[m - 1]
+        above = np.flatnonzero(p > cut)
         names = self._names
-        order = sorted(zip((-p[head]).tolist(), [names[i] for i in nodes[head].tolist()],
+        order = sorted(zip((-p[above]).tolist(), [names[i] for i in nodes[above].tolist()],
                            strict=True))
+        tied = sorted([names[i] for i in nodes[p == cut].tolist()])
+        value = -float(cut)
+        order += [(value, a) for a in tied[: m - len(above)]]
         self._snaps.append(_Snap(now, len(p), order[:tracked], total,
                                  frozenset(a for _, a in order[:k]),
                                  now - self._first_t >= self.cfg.graph_window_s))
