@@ -76,7 +76,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from hashlib import blake2b as _blake2b
 from operator import itemgetter
@@ -166,17 +165,6 @@ def _scratch(n: int) -> np.ndarray:
     return _OUT[0]
 
 
-def _token_reader(text: Text) -> Callable[[int], str]:
-    """Token ``i`` of ``text`` read alone: :attr:`Text.tokens` gathers every token of the text
-    from the token cache (this detector was its only reader, for a few tokens around a mark
-    or a dot), so a text not yet gathered is read by its cache rows, one token at a time."""
-    tokens = text._tokens
-    if tokens is not None:
-        return tokens.__getitem__
-    strs, rows = text._vocab.strs, text._rows  # type: ignore[union-attr]
-    return lambda i: strs[rows[i]]  # type: ignore[index,no-any-return]
-
-
 def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], str | None]:
     """The entities of one text and its inscription signature (``p:op:tick:amt`` of a JSON
     inscription, None without one)."""
@@ -192,7 +180,7 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
         if found < 0:
             found, held = marks(ids, _scratch(len(ids)))
         if held == raw.count("$") + raw.count("#"):
-            token, last = _token_reader(text), len(ids) - 1
+            token, last = text.token, len(ids) - 1
             pairs = [(token(i)[-1], nxt) for i in _OUT[0][:found].tolist()
                      if i < last and is_word(nxt := token(i + 1))]
         else:
@@ -222,7 +210,7 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
     if n_long or n_dots:
         at = _OUT[0][:found].tolist()  # the long words, the dots (the template's if spread)
         if n_dots:
-            token = _token_reader(text)
+            token = text.token
             dots = [i for i in at[n_long:n_long + n_dots] if token(i) == "."
                     and token(i + 1) in _TLD_SET and token(i - 1)[0].isalnum()]
             if dots and _TLD_RE.search(raw):

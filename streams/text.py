@@ -288,6 +288,13 @@ class Text:
             self._tokens = self._vocab.strs[self._rows].tolist()  # type: ignore[union-attr]
         return self._tokens  # type: ignore[return-value]
 
+    def token(self, i: int) -> str:
+        """Token ``i`` alone: read from the token cache unless :attr:`tokens` was gathered
+        (a reader of a few tokens of a long text need not gather them all)."""
+        if self._tokens is not None:
+            return self._tokens[i]
+        return self._vocab.strs[self._rows[i]]  # type: ignore[union-attr,index,no-any-return]
+
     def _resolve(self) -> None:
         self._set(*_rows(self.tokens))
 

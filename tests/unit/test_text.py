@@ -162,6 +162,18 @@ def test_pickle_round_trip_at_any_point() -> None:
             check(s, read(t2, order, 6), 6)
 
 
+def test_one_token_read_alone_is_the_rules_token() -> None:
+    """``Text.token(i)`` before the token list is gathered (from the cache rows), after it,
+    and on a pickled text, on real texts."""
+    for s in real_texts()[::50]:
+        want = tokenize(s)
+        t = Text.of(s)
+        assert [t.token(i) for i in range(len(want))] == want
+        assert t.tokens == want and [t.token(i) for i in range(len(want))] == want
+        t2 = pickle.loads(pickle.dumps(Text.of(s)))
+        assert [t2.token(i) for i in range(len(want))] == want
+
+
 def test_every_code_point_is_classed_as_the_pattern_classes_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The scan's class table against the regular expression's own \\w and \\s on all of
