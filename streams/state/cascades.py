@@ -888,6 +888,16 @@ class CascadeEngine:
         everyone[0] += nodes - len(others) - len(mine)
         return mine, +everyone, Counter(mine.values())
 
+    def adoptions(self, ngram: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """An n-gram's adopters (by agent index), their first use (unix seconds) and their
+        exposure (as :meth:`exposures`; -1: not in the graph), read once: what the hazard
+        table takes of a cascade, without the counts over the whole graph."""
+        self._flush()
+        agents, times = self._adopters(self._gram_id(ngram))
+        gi, k_ad, _ = self._exposure_of(agents, times, _Scratch(self._graph_map()))
+        return ([self._agents[a] for a in agents.tolist()], times,
+                np.where(gi >= 0, k_ad, -1))
+
     def _exposure_of(self, agents: np.ndarray, times: np.ndarray, scratch: _Scratch,
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Exposures to one cascade, k(a) = edges j -> a with j an adopter before a (a

@@ -431,12 +431,13 @@ class HazardEngine:
 
     def _published_rows(self, gram: str, no: int) -> dict[str, list[tuple]]:
         """Each subject's row: {adopter: [(cascade, duration, event, exposure)]}."""
-        times = self.cascades.adopters(gram)
-        exposed = self.cascades.exposures(gram)[0]  # adopters in the graph
-        seed = min(times.values())
+        names, at, exposure = self.cascades.adoptions(gram)
+        times = at.tolist()
+        seed = min(times)
         unit = self.config.time_unit
-        return {a: [(no, (times[a] - seed) / unit, 1, k)] for a, k in exposed.items()
-                if times[a] > seed}
+        return {a: [(no, (t - seed) / unit, 1, k)]  # adopters in the graph (k >= 0)
+                for a, t, k in zip(names, times, exposure.tolist(), strict=True)
+                if k >= 0 and t > seed}
 
     def _varying_rows(self, gram: str, no: int, now: float | None,
                       ) -> dict[str, list[tuple]]:

@@ -169,6 +169,10 @@ def check_exposures(engine: CascadeEngine, reference: dict[str, dict[str, float]
                 assert mine[a] == k
         assert +all_k == ref_k
         assert set(mine) == set(adopters) & set(net.nodes())
+        names, times, k_of = engine.adoptions(gram)  # the hazard's read: every adopter
+        assert dict(zip(names, times.tolist(), strict=True)) == adopters
+        assert {a: k for a, k in zip(names, k_of.tolist(), strict=True) if k >= 0} == mine
+        assert all(k == -1 for a, k in zip(names, k_of.tolist(), strict=True) if a not in mine)
     rate = engine.snapshot().details["adoption_rate_by_exposure"]
     assert {int(k): v["agents"] for k, v in rate.items()} == dict(agents)
     assert {int(k): v["adopters"] for k, v in rate.items() if v["adopters"]} == {
