@@ -192,7 +192,8 @@ def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
                 times: np.ndarray, base: int, cids: np.ndarray, keys: np.ndarray,
                 size: np.ndarray, last: np.ndarray, blk: np.ndarray, pool: np.ndarray,
                 used: int, heads: np.ndarray, caps: np.ndarray, cls_of: np.ndarray,
-                text_agent: np.ndarray, text_time: np.ndarray, m: int):  # noqa: ANN201
+                text_agent: np.ndarray, text_time: np.ndarray, m: int,
+                ) -> tuple[np.ndarray | int, ...]:
     """A merge's distinct (key ``ku``, id ``gu``) pairs (as :func:`distinct_pairs` gives
     them, ``gu`` non-decreasing: ``best``, the rank in time order ``by_time`` of their
     earliest text among the batch's, at ``times``, the first of which is text ``base`` of the
