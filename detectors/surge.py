@@ -58,6 +58,12 @@ a judgement or an expiry needs it. Posts are held only while a judgement can rea
 ``window_s + copost_s`` old, those of the entities not seen since are dropped (an entity seen
 once keeps a copy of its post without its word ids and text), so the posts held are mostly
 those of the last ``window_s + copost_s`` (live state after 100k real-text events 21 -> 12 MB).
+A text template first seen more than ``novel_s`` before the latest judgement (and not reported)
+can never be novel again, so no judgement reads its buckets, posts or accounts: on its next
+sighting it is reduced to the time it was last seen (it stays an entity, in its place in the
+least-recently-seen order, until it expires or is evicted: a template seen again after that is
+new), and a text whose entities are all such templates builds no post at all (most real texts:
+stock replies and verbatim repeats).
 
 >>> from datetime import datetime, timedelta, timezone
 >>> from streams.events import PostEvent
@@ -165,11 +171,13 @@ def _scratch(n: int) -> np.ndarray:
     return _OUT[0]
 
 
-def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], str | None]:
-    """The entities of one text and its inscription signature (``p:op:tick:amt`` of a JSON
-    inscription, None without one)."""
+def _entities(text: Text, raw: str, min_template_words: int
+              ) -> tuple[set[str], str | None, str | None]:
+    """The entities of one text, its inscription signature (``p:op:tick:amt`` of a JSON
+    inscription, None without one) and its template's name (the very string in the set; None
+    without one)."""
     out: set[str] = set()
-    sig = None
+    sig = name = None
     if "$" in raw or "#" in raw:
         # a token ending in "$" or "#" then a word token: where every mark of the text is in a
         # token of marks alone (compiled: by id), those; else the tokens joined by spaces,
@@ -234,7 +242,7 @@ def _entities(text: Text, raw: str, min_template_words: int) -> tuple[set[str], 
                 _TEMPLATES.clear()
             _TEMPLATES[key] = name
         out.add(name)
-    return out, sig
+    return out, sig, name
 
 
 def _template(words: list[str], at: list[int] | None, n: int) -> str:
@@ -325,13 +333,18 @@ class SurgeDetector:
     def __init__(self, config: SurgeConfig | None = None) -> None:
         self.cfg = config or SurgeConfig()
         # an entity seen once is its post alone (a _Post), built into an _Entity when needed
-        self._entities: OrderedDict[str, _Entity | _Post] = OrderedDict()
+        # (a template past novelty is the time it was last seen alone: a float)
+        self._entities: OrderedDict[str, _Entity | _Post | float] = OrderedDict()
         self._agent_created: OrderedDict[str, float] = OrderedDict()
         self._dirty: set[str] = set()
         self._reported: set[str] = set()
         self._start: float | None = None
         self._anonymous = 0
         self._expired_at: float | None = None  # expired at this time, no text read since
+        # the latest judgement's time: a template first seen more than novel_s before it can
+        # never be novel again (judgements move forward in event time, as expiry's drops
+        # already assume), so none can read its state: it is held as its latest sighting alone
+        self._judged = -np.inf
         # each text's time and entities, in arrival order, until its posts are past every
         # judgement (window_s + copost_s): then the posts of its entities seen no later are
         # dropped at once, not when each is next seen (most never are)
@@ -358,30 +371,46 @@ class SurgeDetector:
     def _observe(self, t: float, author: str | None, event: PostEvent | CommentEvent,
                  text: Text, raw: str) -> None:
         cfg = self.cfg
-        names, sig = _entities(text, raw, cfg.min_template_words)
+        names, sig, template = _entities(text, raw, cfg.min_template_words)
         if not names:
             return
         self._expired_at = None
         if author is None:
             self._anonymous += 1
-            new = None
-        else:
-            created = self._agent_created.get(author)
-            new = None if created is None else (t - created) <= cfg.new_account_age_s
-        if type(event) is PostEvent:  # (a pydantic model's isinstance is slower)
-            post_id = thread = event.post_id
-        else:
-            post_id, thread = f"{event.post_id}/{event.comment_id}", event.post_id
-        ids = text.word_ids  # (the text's own array: no view a post, no tail held past 400)
-        post = _Post(t, author, post_id, thread, ids if len(ids) <= 400 else ids[:400].copy(),
-                     new, raw[:cfg.evidence.stored_chars], sig)  # (evidence.snippet, inline)
-        idx = t // cfg.bucket_s  # (a float: the bucket's index)
-        entities = self._entities
-        self._dirty.update(names)
-        self._aging.append((t, names))
+        entities, reported = self._entities, self._reported
+        judged, novel_s = self._judged, cfg.novel_s
+        post: _Post | None = None
+        live: list[str] = []
         max_accounts = cfg.max_accounts_per_entity
         for name in names:
             e = entities.get(name)
+            if type(e) is float:  # a template past novelty: its latest sighting alone
+                entities.move_to_end(name)
+                if t > e:
+                    entities[name] = t
+                continue
+            if name is template and e is not None and name not in reported \
+                    and judged - (e.t if type(e) is _Post else e.first_seen) > novel_s:
+                last = e.t if type(e) is _Post else e.last_seen
+                entities[name] = t if t > last else last  # (its judgements are over)
+                entities.move_to_end(name)
+                continue
+            live.append(name)
+            if post is None:  # (only a live entity keeps the post)
+                if author is None:
+                    new = None
+                else:
+                    created = self._agent_created.get(author)
+                    new = None if created is None else (t - created) <= cfg.new_account_age_s
+                if type(event) is PostEvent:  # (a pydantic model's isinstance is slower)
+                    post_id = thread = event.post_id
+                else:
+                    post_id, thread = f"{event.post_id}/{event.comment_id}", event.post_id
+                ids = text.word_ids  # (the text's own array: no view a post, no tail past 400)
+                post = _Post(t, author, post_id, thread,
+                             ids if len(ids) <= 400 else ids[:400].copy(), new,
+                             raw[:cfg.evidence.stored_chars], sig)  # (evidence.snippet, inline)
+                idx = t // cfg.bucket_s  # (a float: the bucket's index)
             if e is None:  # a new entity: its post alone until a second (most never have one)
                 entities[name] = post
                 if len(entities) > cfg.max_entities:
@@ -416,6 +445,9 @@ class SurgeDetector:
                     first = e.incident_first.get(author)
                     if first is None or t < first:
                         e.incident_first[author] = t
+        if live:
+            self._dirty.update(live)
+            self._aging.append((t, live))
 
     def _built(self, name: str, p: _Post) -> _Entity:
         """The entity of one post as its first sighting made it (first bucket, post and
@@ -441,7 +473,7 @@ class SurgeDetector:
                 if few > 1:
                     continue  # (one post)
                 e = entities[name] = self._built(name, e)
-            if e is None or len(e.posts) < few:
+            if type(e) is not _Entity or len(e.posts) < few:
                 continue  # (fewer recent posts than any bar: the window's are among them)
             stats = self._stats(e, now)
             if stats is not None:
@@ -623,7 +655,7 @@ class SurgeDetector:
         kept_after = now - cfg.window_s - cfg.copost_s
         stale: list[str] = []  # the least recently seen, up to the first seen within the horizon
         for name, e in entities.items():
-            if (e.t if type(e) is _Post else e.last_seen) >= horizon:
+            if (e if type(e) is float else e.t if type(e) is _Post else e.last_seen) >= horizon:
                 break
             stale.append(name)
         for name in stale:
@@ -631,12 +663,12 @@ class SurgeDetector:
             self._reported.discard(name)
         for name in self._dirty | self._reported if self._reported else self._dirty:
             e = entities.get(name)
-            if e is None:
-                continue
             if type(e) is _Post:
                 if e.t > kept_after and e.t // cfg.bucket_s >= first_bucket:
                     continue  # (its post and bucket stay)
                 e = entities[name] = self._built(name, e)
+            elif type(e) is not _Entity:
+                continue  # (gone, or past novelty)
             buckets, posts = e.buckets, e.posts
             while buckets and buckets[0] < first_bucket:
                 buckets.popleft()
@@ -644,7 +676,7 @@ class SurgeDetector:
             while posts and posts[0].t <= kept_after:
                 posts.popleft()
         self._age(kept_after)
-        self._expired_at = now
+        self._expired_at = self._judged = now
 
     def _age(self, kept_after: float) -> None:
         """Drop the posts no judgement will read: those of the entities last seen at or before
@@ -659,7 +691,7 @@ class SurgeDetector:
                     if e.t <= kept_after and e.text:  # (a copy: other entities share the post)
                         entities[name] = _Post(e.t, e.author, e.post_id, e.thread, _NO_IDS,
                                                e.new_account, "", e.inscription)
-                elif e is not None and e.last_seen <= kept_after:
+                elif type(e) is _Entity and e.last_seen <= kept_after:
                     e.posts.clear()
 
     def snapshot(self) -> Snapshot:

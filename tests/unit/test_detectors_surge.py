@@ -433,3 +433,30 @@ def test_templates_met_again_are_named_as_when_first_met(monkeypatch) -> None:
         assert {e for e in entities(raw) if e.startswith("text:")} == want, raw
         names |= want
     assert len(surge._TEMPLATES) <= 7 and len(names) > 50
+
+
+def test_templates_past_novelty_are_held_as_their_last_sighting() -> None:
+    """A template first seen more than novel_s before a judgement can never surge again: it is
+    reduced to the time it was last seen (no post, bucket or account), a flood of it raises
+    nothing, and once expired a template seen again is new (and can surge)."""
+    cfg = SurgeConfig(warmup_s=0, novel_s=600, min_threads=1)
+    d = SurgeDetector(cfg)
+    raw = "the same stock reply that agents post again and again every single day"
+    [name] = {e for e in entities(raw) if e.startswith("text:")}
+    d.update(Item.of(post(0, 0, "a0", raw)))
+    assert d.findings((T0 + timedelta(seconds=700)).timestamp()) == []
+    flood = [post(1 + k, 800 + 3 * k, f"bot{k}", raw) for k in range(30)]
+    assert run(flood[:1], cfg) == [] and run(flood, cfg) != []  # (new, it would surge)
+    for e in flood:
+        d.update(Item.of(e))
+        assert d.findings(e.event_time.timestamp()) == []
+    assert d._entities[name] == flood[-1].event_time.timestamp() and len(d._aging) == 1
+    late = flood[-1].event_time.timestamp() + cfg.window_s + cfg.baseline_s + 1
+    d.findings(late)
+    assert name not in d._entities
+    again = [post(100 + k, late - T0.timestamp() + 3 * k, f"bot{k}", raw) for k in range(30)]
+    found = []
+    for e in again:
+        d.update(Item.of(e))
+        found += d.findings(e.event_time.timestamp())
+    assert found and found[0].key == name
