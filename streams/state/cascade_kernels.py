@@ -19,7 +19,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streams.kernels import BOOL, F64, FLOAT, I64, INT, U32, U64, UINT
+from streams.kernels import B1, BOOL, F64, FLOAT, I64, INT, U32, U64, UINT
 
 AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption's key
 
@@ -43,6 +43,15 @@ def _gallop(arr: np.ndarray, q: np.uint64, lo: int) -> int:
     return lo
 
 
+@numba.njit(cache=True, inline="always")
+def _run_key(c: np.ndarray, x: np.ndarray, text_agent: np.ndarray, i: int) -> np.uint64:
+    """(cascade, agent) of a run's ``i``-th adoption as one key; past its end, the largest
+    key (cascade numbers are under 2^32)."""
+    if i == len(c):
+        return np.uint64(0xFFFFFFFFFFFFFFFF)
+    return (np.uint64(c[i]) << np.uint64(32)) | np.uint64(text_agent[x[i]])
+
+
 @numba.njit([(U32, U32, I64, U32, I64, I64, U32, I64, U32)], cache=True)
 def insert_runs(column: np.ndarray, indptr: np.ndarray, ca: np.ndarray, xa: np.ndarray,
                 pa: np.ndarray, cb: np.ndarray, xb: np.ndarray, pb: np.ndarray,
@@ -56,17 +65,18 @@ def insert_runs(column: np.ndarray, indptr: np.ndarray, ca: np.ndarray, xa: np.n
     out = np.empty(len(column) + na + nb, np.uint32)
     counts = np.zeros(len(indptr), np.int64)
     i, j, src = 0, 0, 0
-    kb = np.uint64(0)
+    # each run's next key, made again only when that run moves on
+    ka = _run_key(ca, xa, text_agent, 0)
+    kb = _run_key(cb, xb, text_agent, 0)
     for o in range(na + nb):
-        if j < nb:
-            kb = (np.uint64(cb[j]) << np.uint64(32)) | np.uint64(text_agent[xb[j]])
-        if j == nb or (i < na and ((np.uint64(ca[i]) << np.uint64(32))
-                                   | np.uint64(text_agent[xa[i]])) <= kb):
+        if ka <= kb:  # an exhausted run's key is above every other
             c, x, p = ca[i], xa[i], pa[i]
             i += 1
+            ka = _run_key(ca, xa, text_agent, i)
         else:
             c, x, p = cb[j], xb[j], pb[j]
             j += 1
+            kb = _run_key(cb, xb, text_agent, j)
         for q in range(src, p):  # a loop, not a slice: the gaps are mostly short
             out[q + o] = column[q]
         out[p + o] = x
@@ -85,20 +95,34 @@ def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2:
                    text_agent: np.ndarray) -> np.ndarray:
     """Two levels of the cascades' store (texts in segments ``indptr``, each sorted by the
     text's agent, no agent in both) as one: each segment of the result the merge of the two
-    (one pass; its segment starts are ``indptr + indptr2``)."""
+    (one pass; its segment starts are ``indptr + indptr2``). The two runs' current texts and
+    agents are held, each read again only when its run moves on (one text and one agent read
+    an output, where reading both runs' at each step doubles the dependent reads)."""
     out = np.empty(len(ev) + len(ev2), np.uint32)
     o = 0
     for c in range(len(indptr) - 1):
         i, end = np.int64(indptr[c]), np.int64(indptr[c + 1])
         j, end2 = np.int64(indptr2[c]), np.int64(indptr2[c + 1])
-        while i < end and j < end2:
-            if text_agent[ev[i]] < text_agent[ev2[j]]:
-                out[o] = ev[i]
-                i += 1
-            else:
-                out[o] = ev2[j]
-                j += 1
-            o += 1
+        if i < end and j < end2:
+            x, y = ev[i], ev2[j]
+            ax, ay = text_agent[x], text_agent[y]
+            while True:
+                if ax < ay:
+                    out[o] = x
+                    o += 1
+                    i += 1
+                    if i == end:
+                        break
+                    x = ev[i]
+                    ax = text_agent[x]
+                else:
+                    out[o] = y
+                    o += 1
+                    j += 1
+                    if j == end2:
+                        break
+                    y = ev2[j]
+                    ay = text_agent[y]
         for q in range(i, end):  # loops, not slices: most segments are short
             out[o] = ev[q]
             o += 1
@@ -108,37 +132,80 @@ def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2:
     return out
 
 
-@numba.njit([(U32, U32, I64, I64, U32)], cache=True)
+@numba.njit([(U32, U32, I64, I64, U32, B1, I64, BOOL, I64, F64, U32, F64)], cache=True)
 def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.ndarray,
-                 text_agent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(found, position when found else insertion point) of (cascade, agent) pairs in one
-    level of the cascades' store: a binary search by agent in the cascade's segment
+                 text_agent: np.ndarray, found: np.ndarray, where: np.ndarray, first: bool,
+                 ci: np.ndarray, tu: np.ndarray, xu: np.ndarray, text_time: np.ndarray,
+                 ) -> None:
+    """(cascade ``cno``, agent) pairs (sorted by cascade then agent) searched in one level of
+    the cascades' store: a binary search by agent in the cascade's segment
     ``ev[indptr[c]:indptr[c + 1]]`` (texts, sorted by their agent ``text_agent``); the next
-    pair of the same cascade with a larger agent gallops from the previous answer."""
+    pair of the same cascade with a larger agent gallops from the previous answer (a
+    cascade's first pair searches the whole segment: a gallop from its start would take
+    twice the probes to reach a place anywhere in it). A pair found is marked in ``found``
+    and its first use made the earlier of the stored text and its own (text ``xu[ci[i]]`` at
+    ``tu[ci[i]]``; ``text_time``: the texts' times) in place (same agent: the order holds).
+    ``first`` (level 0): every pair searched, ``where`` its place there (a new pair's
+    insertion point); else only the pairs not yet found (a pair is in one level at most)."""
     n = len(cno)
-    found = np.zeros(n, np.bool_)
-    pos = np.empty(n, np.int64)
+    pc, pa, pp = np.int64(-1), np.int64(-1), np.int64(0)  # the previous pair searched
     for i in range(n):
+        if found[i] and not first:
+            continue
         c = cno[i]
         lo, end = np.int64(indptr[c]), np.int64(indptr[c + 1])
         a = agent[i]
-        if i and c == cno[i - 1] and a > agent[i - 1]:
-            lo = pos[i - 1]
-        hi, step = lo, 1
-        while hi < end and text_agent[ev[hi]] < a:
-            lo = hi + 1
-            hi = lo + step
-            step *= 2
-        hi = min(hi, end)
+        hi = end  # a cascade's first pair: a binary search over its segment
+        if c == pc and a > pa:
+            lo = pp
+            hi, step = lo, 1
+            while hi < end and text_agent[ev[hi]] < a:
+                lo = hi + 1
+                hi = lo + step
+                step *= 2
+            hi = min(hi, end)
         while lo < hi:
             mid = (lo + hi) >> 1
             if text_agent[ev[mid]] < a:
                 lo = mid + 1
             else:
                 hi = mid
-        pos[i] = lo
-        found[i] = lo < end and text_agent[ev[lo]] == a
-    return found, pos
+        pc, pa, pp = c, a, lo
+        if first:
+            where[i] = lo
+        if lo < end and text_agent[ev[lo]] == a:
+            found[i] = True
+            p = ci[i]
+            if tu[p] < text_time[ev[lo]]:
+                ev[lo] = xu[p]
+
+
+@numba.njit([(B1, I64, I64, I64, F64, U32, I64, U32, F64)], cache=True)
+def new_adoptions(found: np.ndarray, where: np.ndarray, cno: np.ndarray, ci: np.ndarray,
+                  tu: np.ndarray, xu: np.ndarray, crow: np.ndarray, size: np.ndarray,
+                  last: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cascades' pairs not ``found`` (:func:`segment_find`): counted in the n-gram table
+    (rows ``crow``: adopters ``size``, last adoption ``last``, in place) and returned as a
+    run to insert (cascade numbers, texts ``xu[ci]``, insertion points ``where`` in level
+    0)."""
+    n = len(found)
+    k = 0
+    for i in range(n):
+        k += not found[i]
+    cn = np.empty(k, np.int64)
+    xn = np.empty(k, np.uint32)
+    pn = np.empty(k, np.int64)
+    o = 0
+    for i in range(n):
+        if found[i]:
+            continue
+        e, p = crow[i], ci[i]
+        size[e] += np.uint32(1)
+        if tu[p] > last[e]:
+            last[e] = tu[p]
+        cn[o], xn[o], pn[o] = cno[i], xu[p], where[i]
+        o += 1
+    return cn, xn, pn
 
 
 NO_BLOCK = 0xFFFFFFFF  # a free block's link at the end of its class's free list
@@ -413,18 +480,6 @@ def pool_compact(pool: np.ndarray, caps: np.ndarray, cls_of: np.ndarray, blk: np
             blk[e] = np.uint32(o)
             o += caps[cls_of[f]]
     return out
-
-
-@numba.njit([(U32, F64, I64, F64)], cache=True)
-def bumped(size: np.ndarray, last: np.ndarray, rows: np.ndarray, t: np.ndarray) -> None:
-    """New adoptions of n-grams held in the table (their ``rows``, at times ``t``): each
-    n-gram's adopters ``size`` and last adoption ``last`` updated in place (a cascade's
-    adoptions need no more: it cannot cross again, nor take a row)."""
-    for i in range(len(rows)):
-        e = rows[i]
-        size[e] += np.uint32(1)
-        if t[i] > last[e]:
-            last[e] = t[i]
 
 
 @numba.njit([(U64,)], cache=True)

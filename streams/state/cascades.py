@@ -33,7 +33,7 @@ cascades' store, which holds one segment per cascade (numbered by id rank, a new
 segment inserted in place, so the pairs in id order are in segment order without a sort; never
 evicted), each adoption only its text (the agent is the text's), sorted by agent, searched
 within the segments (a binary search, galloping from the previous pair of the same cascade);
-those not found are counted in the table (:func:`bumped`). The other n-grams' adoptions are a
+those not found are counted in the table (:func:`new_adoptions`). The other n-grams' adoptions are a
 pool of blocks, one an n-gram (its texts, at most ``min_adopters`` - 1: the n-gram's entry in
 the table says where, and its adopter count is the block's fill): n-gram by n-gram, each pair's
 agent is looked for in its n-gram's block (found: the earlier first use kept; the blocks' first
@@ -129,7 +129,6 @@ from streams.state.cascade_kernels import (
     NO_BLOCK,
     argsort_keys,
     batch_ngrams,
-    bumped,
     distinct_pairs,
     exposure_batch,
     exposures,
@@ -137,6 +136,7 @@ from streams.state.cascade_kernels import (
     insert_runs,
     merge_pairs,
     merge_segments,
+    new_adoptions,
     pair_keys,
     pool_compact,
     pool_take,
@@ -407,33 +407,20 @@ class _Cascades:
             self.ptrs[level] = np.zeros(len(old) + 1, np.uint32)
             self.ptrs[level][1:] = np.cumsum(lens)
 
-    def find(self, cno: np.ndarray, agent: np.ndarray, text_agent: np.ndarray,
+    def find(self, cno: np.ndarray, agent: np.ndarray, text_agent: np.ndarray, ci: np.ndarray,
+             tu: np.ndarray, xu: np.ndarray, text_time: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray]:
-        """(found mask, where) of (cascade, agent) pairs sorted by cascade then agent:
-        ``where`` is a found pair's place (its level's start in the levels one after another
-        + its place in the level), a new pair's insertion point in level 0."""
-        found, where = segment_find(self.evs[0], self.ptrs[0], cno, agent, text_agent)
-        start = len(self.evs[0])
-        for ev, ptr in zip(self.evs[1:], self.ptrs[1:], strict=True):
-            if not len(ev):
-                continue
-            f, p = segment_find(ev, ptr, cno, agent, text_agent)
-            where[f] = start + p[f]
-            found |= f
-            start += len(ev)
+        """(found mask, insertion points in level 0) of (cascade, agent) pairs sorted by
+        cascade then agent, searched level by level (a pair found is not searched again);
+        a found pair's first use is made the earlier of the stored text and its own (text
+        ``xu[ci]`` at ``tu[ci]``) where it is."""
+        found = np.zeros(len(cno), bool)
+        where = np.empty(len(cno), np.int64)
+        for level, (ev, ptr) in enumerate(zip(self.evs, self.ptrs, strict=True)):
+            if not level or len(ev):
+                segment_find(ev, ptr, cno, agent, text_agent, found, where, not level, ci, tu,
+                             xu, text_time)
         return found, where
-
-    def earliest(self, where: np.ndarray, t: np.ndarray, x: np.ndarray, times: np.ndarray,
-                 ) -> None:
-        """Found pairs (``where`` from :meth:`find`): first use = the earlier of the stored
-        text and ``x`` (at time ``t``)."""
-        start = 0
-        for ev in self.evs:
-            inside = (where >= start) & (where < start + len(ev))
-            at = where[inside] - start
-            earlier = t[inside] < times[ev[at]]
-            ev[at[earlier]] = x[inside][earlier]
-            start += len(ev)
 
     def add(self, run: tuple[np.ndarray, np.ndarray, np.ndarray],
             run2: tuple[np.ndarray, np.ndarray, np.ndarray], text_agent: np.ndarray) -> None:
@@ -685,14 +672,13 @@ class CascadeEngine:
             self._ta, self._tt, cfg.min_adopters)
         if pool.used >= NO_BLOCK:
             raise ValueError("more than 2^32 pooled adoptions")
-        found_b, at_b = self._big.find(cno, ag, self._ta)
-        self._big.earliest(at_b[found_b], tu[ci[found_b]], xu[ci[found_b]], self._tt)
-        nf = ~found_b
-        bumped(self._size, self._last, crow[nf], tu[ci[nf]])  # the cascades' new adoptions
-        self.adoptions_total += adopted + len(crow) - int(found_b.sum())
+        found_b, at_b = self._big.find(cno, ag, self._ta, ci, tu, xu, self._tt)
+        # the cascades' new adoptions counted, and their run to insert
+        cn, xn, pn = new_adoptions(found_b, at_b, cno, ci, tu, xu, crow, self._size,
+                                            self._last)
+        self.adoptions_total += adopted + len(cn)
         if len(crossed):
             self._name(src[first], origin)
-        cn, xn, pn = cno[nf], xu[ci[nf]], at_b[nf]
         joined = cn[:0], xn[:0], pn[:0]
         if len(crossed):  # number the new cascades; their earlier adoptions join their store
             at, old = _places(np.searchsorted(self._cids, crossed), len(self._cids))

@@ -368,12 +368,32 @@ def test_kernels_match_numpy() -> None:
     agent = rng.integers(0, 52, 300)
     order = np.lexsort((agent, cno))
     cno, agent = cno[order], agent[order]
+    keep = np.r_[True, (np.diff(cno) != 0) | (np.diff(agent) != 0)]  # distinct pairs
+    cno, agent = cno[keep], agent[keep]
     agent[50:60] = agent[50:60][::-1]
-    found, pos = kernels.segment_find(ev, indptr, cno, agent, text_agent)
+    n = len(cno)
+    # each pair's own text (one by its agent, when there is one) and first use: a found
+    # pair's stored text is replaced by its own when that is earlier
+    text_time = rng.random(600)
+    by_agent = {a: np.flatnonzero(text_agent == a) for a in range(52)}
+    xu = np.array([rng.choice(by_agent[a]) if len(by_agent[a]) else 0 for a in agent.tolist()],
+                  np.uint32)
+    tu = rng.random(n)
+    ci = rng.permutation(n)  # pair i's text and time at ci[i]
+    xu, tu = xu[np.argsort(ci)], tu[np.argsort(ci)]
+    found, pos = np.zeros(n, bool), np.empty(n, np.int64)
+    stored = ev.copy()
+    kernels.segment_find(stored, indptr, cno, agent, text_agent, found, pos, True, ci, tu, xu,
+                         text_time)
     for i, (c, a) in enumerate(zip(cno.tolist(), agent.tolist(), strict=True)):
         seg = text_agent[ev[indptr[c]:indptr[c + 1]]]
         assert pos[i] == indptr[c] + np.searchsorted(seg, a)
         assert found[i] == (a in seg.tolist())
+        if found[i]:
+            old = ev[pos[i]]
+            want = xu[ci[i]] if tu[ci[i]] < text_time[old] else old
+            assert stored[pos[i]] == want
+    assert (stored == ev)[~np.isin(np.arange(len(ev)), pos[found])].all()
     # two levels merged: each segment the agent-sorted union of the two
     segs2 = [texts[~np.isin(text_agent[texts], text_agent[seg])]
              for seg, texts in zip(segs, np.split(rng.permutation(600), 12), strict=True)]
@@ -385,6 +405,13 @@ def test_kernels_match_numpy() -> None:
         lo, hi = indptr[c] + indptr2[c], indptr[c + 1] + indptr2[c + 1]
         union = np.concatenate((segs[c], segs2[c]))
         assert merged[lo:hi].tolist() == union[np.argsort(text_agent[union])].tolist()
+    # a later level: only the pairs not found yet searched, the insertion points kept
+    was, where = found.copy(), pos.copy()
+    kernels.segment_find(ev2.copy(), indptr2, cno, agent, text_agent, found, pos, False, ci,
+                         tu, xu, text_time)
+    assert np.array_equal(pos, where)
+    for i, (c, a) in enumerate(zip(cno.tolist(), agent.tolist(), strict=True)):
+        assert found[i] == (was[i] or a in text_agent[segs2[c]].tolist())
 
 
 def test_merge_pairs_matches_a_dict_of_lists() -> None:
