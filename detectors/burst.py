@@ -223,19 +223,29 @@ class _SeenTable:
         need be, every key kept. Whether the table was rebuilt."""
         if 2 * (self.count + extra) <= 1 << self.bits and not force:
             if self.count + extra > self.cap:
-                kept = self.slots[self.keys != 0]
-                self._alloc(self.bits, self.count + extra)
-                self.count = 0
-                self._put(*(kept[f] for f in self._FIELDS))
+                self._move(self.bits, self.count + extra, -np.inf)
             return False
-        kept = self.slots[(self.keys != 0) & (self.last >= now - memory_s)]
-        if len(kept) > max_seen:  # the most recently seen (ties by key: layout-independent)
-            kept = kept[np.lexsort((kept["keys"], kept["last"]))[len(kept) - max_seen:]]
-        bits = max(12, int(4 * (len(kept) + extra)).bit_length())  # under 2 ** (bits - 2) after
+        since = now - memory_s
+        live = int(np.count_nonzero((self.keys != 0) & (self.last >= since)))
+        bits = max(12, int(4 * (min(live, max_seen) + extra)).bit_length())  # under
+        if live <= max_seen:  # 2 ** (bits - 2) after
+            self._move(bits, live + extra, since)
+            return True
+        kept = self.slots[(self.keys != 0) & (self.last >= since)]
+        # the most recently seen (ties by key: layout-independent)
+        kept = kept[np.lexsort((kept["keys"], kept["last"]))[len(kept) - max_seen:]]
         self._alloc(bits, len(kept) + extra)
         self.count = 0
         self._put(*(kept[f] for f in self._FIELDS))
         return True
+
+    def _move(self, bits: int, keys: int, since: float) -> None:
+        """Slots for ``keys`` keys and more, holding those of the old slots last seen at
+        ``since`` or later, moved across in one compiled pass in slot order (no copy of them
+        between)."""
+        old = self.keys, self.last, self.ry
+        self._alloc(bits, keys)
+        self.count = kernels.rehash(*old, since, self.keys, self.last, self.ry)
 
     def nbytes(self) -> int:
         return self.slots.nbytes
@@ -338,11 +348,9 @@ class BurstDetector:
                            for b in buf), np.int64, n)
         words = np.concatenate([b.text.word_ids for b in buf]) if n > 1 else \
             buf[0].text.word_ids
-        word_at = np.zeros(n, np.int64)
-        np.cumsum(lens[:-1] + (cfg.n - 1), out=word_at[1:])  # a text of k grams: k + n - 1 words
         while True:
             distinct, inserted, births, keys, promote, texts, pos, recs = kernels.flush(
-                lens, times, warm, authors, who, words, word_at, _STOP_IDS, cfg.n,
+                lens, times, warm, authors, who, words, _STOP_IDS, cfg.n,
                 table.keys, table.last, table.ry, table.cap, table.count,
                 cfg.memory_s, self._record_base, self._record_base + len(self._records),
                 self._rec_t, self._rec_a, self._arr_base, cfg.max_age_s, self._orphans)

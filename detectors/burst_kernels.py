@@ -29,7 +29,7 @@ import numpy as np
 from numba import types
 
 from streams.kernels import B1, F64, F64_A, FLOAT, I64, INT, U64, U64_A
-from streams.textscan import K
+from streams.textscan import K, _prefetch
 
 MIX = np.uint64(0x9E3779B97F4A7C15)
 I32_A = types.Array(types.int32, 1, "A")
@@ -105,6 +105,23 @@ def put(keys: np.ndarray, last: np.ndarray, ry: np.ndarray, src_keys: np.ndarray
         ry[s] = src_ry[j]
 
 
+@numba.njit([(U64_A, F64_A, I32_A, FLOAT, U64_A, F64_A, I32_A)], cache=True)
+def rehash(keys: np.ndarray, last: np.ndarray, ry: np.ndarray, since: float,
+           to_keys: np.ndarray, to_last: np.ndarray, to_ry: np.ndarray) -> int:
+    """The keys of one table last seen at ``since`` or later put in another (empty, with room
+    for them) with their fields, in slot order, in one pass (no copy of the kept between); the
+    number put."""
+    n = 0
+    for s in range(len(keys)):
+        k = keys[s]
+        if k != 0 and last[s] >= since:
+            t, _ = _slot(to_keys, k)
+            to_last[t] = last[s]
+            to_ry[t] = ry[s]
+            n += 1
+    return n
+
+
 @numba.njit(cache=True)
 def _member(sorted_keys: np.ndarray, k: np.uint64) -> bool:
     """Whether ``k`` is in the sorted array ``sorted_keys``."""
@@ -112,12 +129,12 @@ def _member(sorted_keys: np.ndarray, k: np.uint64) -> bool:
     return j < len(sorted_keys) and sorted_keys[j] == k
 
 
-@numba.njit([(I64, F64, B1, I64, I64, U64, I64, U64, INT, U64_A, F64_A, I32_A, INT, INT,
-               FLOAT, INT, INT, F64, I64, INT, FLOAT, U64)], cache=True)
+@numba.njit([(I64, F64, B1, I64, I64, U64, U64, INT, U64_A, F64_A, I32_A, INT, INT, FLOAT,
+               INT, INT, F64, I64, INT, FLOAT, U64)], cache=True)
 def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
-          authors: np.ndarray, who: np.ndarray, words: np.ndarray, word_at: np.ndarray,
-          stop: np.ndarray, n_words: int, keys: np.ndarray, last: np.ndarray,
-          ry: np.ndarray, cap: int, count: int, memory_s: float,
+          authors: np.ndarray, who: np.ndarray, words: np.ndarray, stop: np.ndarray,
+          n_words: int, keys: np.ndarray, last: np.ndarray, ry: np.ndarray, cap: int,
+          count: int, memory_s: float,
           record_base: int, next_record: int, rec_t: np.ndarray, rec_a: np.ndarray,
           arr_base: int, max_age_s: float, orphans: np.ndarray) -> tuple[
               int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
@@ -128,10 +145,10 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
 
     The batch: text after text, ``lens`` n-grams each, its time, warm-up flag, author number
     (``authors``: that of the records, -2 for an author without one, -1 for none), author
-    within the batch (``who``: equal for one author, -1 for none) and word ids (``words``
-    from ``word_at``: gram ``p`` is words ``p`` to ``p + n_words - 1``, its id their rolling
-    hash as :meth:`streams.text.Text.word_ngram_ids` has it, id 0 read as 1: 0 marks an empty
-    slot). Only each text's first use of an n-gram counts.
+    within the batch (``who``: equal for one author, -1 for none) and word ids (``words``,
+    the texts' in a row: gram ``p`` of a text is its words ``p`` to ``p + n_words - 1``, its
+    id their rolling hash as :meth:`streams.text.Text.word_ngram_ids` has it, id 0 read as
+    1: 0 marks an empty slot). Only each text's first use of an n-gram counts.
 
     An n-gram is old when its first text here comes at most ``memory_s`` after it was last
     seen; else it is born with the record of that text (the texts that give births get the
@@ -170,6 +187,13 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
     grp_first = np.empty(n, np.int64)  # its first use (in the batch)
     grp_tmax = np.empty(n, np.float64)
     grp_text = np.empty(n, np.int64)  # the last text that used it (one use a text)
+    grp_slot = np.empty(n, np.int64)
+    m = np.uint64(len(keys))
+    word_at = np.empty(len(lens), np.int64)  # a text's first word (k grams: k + n - 1 words)
+    at = 0
+    for i in range(len(lens)):
+        word_at[i] = at
+        at += lens[i] + n_words - 1
     n_occ = n_grp = 0
     for i in range(len(lens)):
         t = times[i]
@@ -190,6 +214,12 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
                     local[s] = k
                     g = local_grp[s] = n_grp
                     grp_key[g] = k
+                    # its home in the seen table asked for now: the fetches (the table is far
+                    # larger than the cache) overlap this pass instead of stalling a look-up each
+                    home = _at(k, m)
+                    grp_slot[g] = home
+                    _prefetch(keys, home)
+                    _prefetch(ry, home)  # (the record's other end: it may cross a line)
                     grp_first[g] = n_occ
                     grp_tmax[g] = t
                     grp_text[g] = -1
@@ -209,7 +239,6 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
         return (n_grp, -1, none, np.empty(0, np.uint64), np.empty(0, np.bool_), none, none,
                 none)
 
-    grp_slot = np.empty(n_grp, np.int64)
     grp_rec = np.empty(n_grp, np.int64)
     grp_young = np.empty(n_grp, np.bool_)
     fresh = np.zeros(n_grp, np.bool_)  # not old: its first use is no use
@@ -217,32 +246,30 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
     # every home slot read first, in a loop of independent loads (the table is far larger
     # than the cache: the misses overlap), then probed from the cache; a key at its home is
     # found there with its young flag (nothing is removed here, and no flag changes)
-    m = np.uint64(len(keys))
     home_key = np.empty(n_grp, np.uint64)
     home_ry = np.empty(n_grp, np.int32)
+    home_last = np.empty(n_grp, np.float64)
     for g in range(n_grp):
-        s = _at(grp_key[g], m)
-        grp_slot[g] = s
+        s = grp_slot[g]
         home_key[g] = keys[s]
         home_ry[g] = ry[s]
+        home_last[g] = last[s]
     inserted = 0
     for g in range(n_grp):
         if home_key[g] == grp_key[g]:
             s, absent = grp_slot[g], False
             got = home_ry[g]
+            before = home_last[g]
         else:
             s, absent = _slot(keys, grp_key[g])
             grp_slot[g] = s
             got = ry[s]
+            before = -np.inf if absent else last[s]
         grp_young[g] = (got & 1) != 0
         i = occ_text[grp_first[g]]
         if absent:
             inserted += 1
-            old = False
-            before = -np.inf
-        else:
-            before = last[s]
-            old = times[i] - before <= memory_s
+        old = times[i] - before <= memory_s  # absent: never
         last[s] = max(before, grp_tmax[g])
         if old:
             grp_rec[g] = got >> 1

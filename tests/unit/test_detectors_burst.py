@@ -219,12 +219,22 @@ def test_seen_table_rebuild_keeps_the_live_and_the_most_recently_seen() -> None:
 
     from detectors.burst import _SeenTable
 
-    table = _SeenTable(bits=12)
     keys = np.arange(1, 801, dtype=np.uint64)
     last = np.repeat(np.arange(8.0), 100)  # 100 keys last seen at each of 0, 1, ..., 7
-    slot = table.insert(keys)
-    table.last[slot] = last
-    table.ry[slot] = 2 * np.arange(800) + (keys % 3 == 0)  # record, young flag
+
+    def filled() -> _SeenTable:
+        table = _SeenTable(bits=12)
+        slot = table.insert(keys)
+        table.last[slot] = last
+        table.ry[slot] = 2 * np.arange(800) + (keys % 3 == 0)  # record, young flag
+        return table
+
+    table = filled()  # under max_seen: the dead go, the live keep their fields
+    table.reserve(0, 10.0, 5.0, 10**6, force=True)
+    at = table.find(keys[500:])
+    assert table.count == 300 and (table.find(keys[:500]) == -1).all() and (at >= 0).all()
+    assert (table.last[at] == last[500:]).all() and (table.ry[at] >> 1 == np.arange(500, 800)).all()
+    table = filled()
     table.reserve(0, 10.0, 5.0, 250, force=True)
     # dead: last seen before 10 - 5 (keys 1..500); of the 300 live, the 50 least recently
     # seen go (last seen at 5, the smallest keys first: 501..550)
