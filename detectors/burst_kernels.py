@@ -4,11 +4,12 @@ A flush reads every word n-gram of the buffered texts (about a hundred a real te
 seen table. In NumPy that was some thirty whole-array passes (a stable sort of the batch, the
 table's probe rounds, the masks); :func:`flush` is one call of three passes in text order:
 the batch's n-grams, each text's first use of each (a small hash map over the batch's distinct
-n-grams, cache-resident); each distinct n-gram looked up (or inserted) in the seen table once,
-old or born, its time last seen and record written back (the home slots of the batch read
-first in a loop of independent loads, so that the cache misses overlap); of the uses, those
-that promote a single or adopt into a young n-gram, decided in text order as the detector's
-rule has it (the Python loop applies them).
+n-grams, cache-resident, each new one's home slot in the seen table prefetched as it is met);
+each distinct n-gram looked up (or inserted) in the seen table once, old or born, its time
+last seen and record written back (the home slots read first in a loop of independent loads:
+the misses the prefetches left overlap); of the uses, those that promote a single or adopt
+into a young n-gram, decided in text order as the detector's rule has it (the Python loop
+applies them).
 
 The table is open addressing with linear probing over any number ``m`` of slots (the seen
 table has 3/4 of a power of two: its load at most 2/3): the home slot of key ``k`` is
@@ -245,7 +246,8 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
     born = np.zeros(len(times), np.bool_)
     # every home slot read first, in a loop of independent loads (the table is far larger
     # than the cache: the misses overlap), then probed from the cache; a key at its home is
-    # found there with its young flag (nothing is removed here, and no flag changes)
+    # found there with its young flag and time last seen (nothing is removed here, and no
+    # flag changes)
     home_key = np.empty(n_grp, np.uint64)
     home_ry = np.empty(n_grp, np.int32)
     home_last = np.empty(n_grp, np.float64)
