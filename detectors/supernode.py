@@ -42,8 +42,10 @@ the comments of its (target, thread)), kept incrementally as edges enter and lea
 an agent's distinct repliers are the live pairs into it (a count per node, moved only when a
 pair appears or vanishes) and its threads of ``min_thread_replies`` a count moved only when a
 thread crosses that bar. Per snapshot, one exact PageRank of the window's graph (O(edges) a
-power iteration), one NumPy sort of its agents and a sort of the top ones (the names alone
-for those tied at the cut).
+power iteration), one NumPy sort of its agents, the names of the super-nodes and of the top
+five; the ranking of the top ``max_agents_tracked`` (a sort of them, the names alone for those
+tied at the cut) is made only when a judgement reads the snapshot's shares or ranks (an agent
+that meets the reach bars), from the PageRank and names kept for it.
 
 Memory: ``history + graph_window_s / sample_interval_s + persist`` snapshots of at most
 ``max_agents_tracked`` shares each, ``reach_history`` integers, and the interaction edges of one
@@ -108,12 +110,41 @@ class SupernodeConfig:
 class _Snap:
     t: float
     n_agents: int
-    top: list[tuple[float, str]]  # the tracked agents by rank: (-PageRank, name)
     total: float  # the PageRank's sum (shares are PageRank / total)
     supernodes: frozenset[str]
     full: bool  # its graph covered a whole window (a warming-up graph is no baseline)
+    leaders: list[str]  # the first five of ``top`` (all a judgement reads of most snapshots)
+    # what ``top`` is made of: the PageRank and name of every agent at or above the value of
+    # the ``m``-th (the cut), and how many are tracked
+    _values: np.ndarray
+    _held: list[str]
+    _cut: float
+    _m: int
+    _tracked: int
+    _top: list[tuple[float, str]] | None = None
     _shares: dict[str, float] | None = None
     _ranks: dict[str, int] | None = None
+
+    @property
+    def top(self) -> list[tuple[float, str]]:
+        """The tracked agents by rank: (-PageRank, name); made on the first read (only an agent
+        that meets the reach bars is judged, and only then are a snapshot's shares read).
+
+        The top m ordered by rank then name (names are distinct: the node index never
+        decides): a sort of (-PageRank, name) over the agents above the cut, then the first of
+        those tied with it by name alone (often hundreds tie at a window's floor: their names
+        sort without tuples, and only the ones needed are kept; the cut never splits a tie,
+        so the top k* is whole)."""
+        if self._top is None:
+            values, held, cut = self._values, self._held, self._cut
+            order = sorted(zip((-values[values > cut]).tolist(),
+                               [held[i] for i in np.flatnonzero(values > cut).tolist()],
+                               strict=True))
+            tied = sorted([held[i] for i in np.flatnonzero(values == cut).tolist()])
+            value = -float(cut)
+            order += [(value, a) for a in tied[: self._m - len(order)]]
+            self._top = order[: self._tracked]
+        return self._top
 
     @property
     def shares(self) -> dict[str, float]:
@@ -271,22 +302,23 @@ class SupernodeDetector:
         k = largest_gap_cut(desc)
         tracked = self.cfg.max_agents_tracked
         m = min(len(p), max(tracked, k))
-        # the top m ordered by rank then name (names are distinct: the node index never
-        # decides): a sort of (-PageRank, name) over the agents above the m-th value, then
-        # the first of those tied with it by name alone (often hundreds tie at a window's
-        # floor: their names sort without tuples, and only the ones needed are kept; the cut
-        # never splits a tie, so the top k* is whole)
-        cut = desc[m - 1]
-        above = np.flatnonzero(p > cut)
         names = self._names
-        order = sorted(zip((-p[above]).tolist(), [names[i] for i in nodes[above].tolist()],
-                           strict=True))
-        tied = sorted([names[i] for i in nodes[p == cut].tolist()])
-        value = -float(cut)
-        order += [(value, a) for a in tied[: m - len(above)]]
-        self._snaps.append(_Snap(now, len(p), order[:tracked], total,
-                                 frozenset(a for _, a in order[:k]),
-                                 now - self._first_t >= self.cfg.graph_window_s))
+        # the super-nodes: the top k* (the cut never splits a tie: exactly those at or above
+        # the k*-th value); the leaders: the first five by (-PageRank, name), from those at or
+        # above the fifth value; the tracked ranking itself is made when first read (_Snap.top)
+        supernodes = (frozenset(names[i] for i in nodes[p >= desc[k - 1]].tolist()) if k
+                      else frozenset())
+        n = min(5, tracked, m)
+        at = np.flatnonzero(p >= desc[n - 1]) if n else np.zeros(0, np.int64)
+        leaders = [a for _, a in sorted(zip((-p[at]).tolist(),
+                                            [names[i] for i in nodes[at].tolist()],
+                                            strict=True))[:n]]
+        cut = desc[m - 1]
+        held = np.flatnonzero(p >= cut)
+        self._snaps.append(_Snap(now, len(p), total, supernodes,
+                                 now - self._first_t >= self.cfg.graph_window_s, leaders,
+                                 p[held], [names[i] for i in nodes[held].tolist()], cut, m,
+                                 tracked))
 
     def findings(self, now: float) -> list[Finding]:
         self.expire(now)
@@ -305,7 +337,7 @@ class SupernodeDetector:
         last = snaps[-1]
         # in name order: the findings' order must not hang on a set's, which the string hash
         # seed sets per process (live workers and the replay run in different processes)
-        reach = self._reach(sorted({*last.supernodes, *(a for _, a in last.top[:5])}))
+        reach = self._reach(sorted({*last.supernodes, *last.leaders}))
         bar = self.reach_bar()
         base = [s for s in snaps[: -(self._gap + cfg.persist)] if s.full]
         out: list[Finding] = []
