@@ -109,10 +109,10 @@ class _Act(Record):
     pairs: tuple[Pair, ...]  # the co-actions this act made when it arrived
 
 
-def _drop(table: dict[str, dict[str, int]], agent: str, target: str) -> None:
-    """One act of ``agent`` on ``target`` less; an emptied entry goes."""
+def _drop(table: dict[str, dict[str, int]], agent: str, target: str, k: int = 1) -> None:
+    """``k`` acts (co-actions) of ``agent`` on ``target`` less; an emptied entry goes."""
     counts = table[agent]
-    n = counts[target] - 1
+    n = counts[target] - k
     if n:
         counts[target] = n
     elif len(counts) > 1:
@@ -170,8 +170,9 @@ class LockstepDetector:
                 if pair not in made:
                     made[pair] = None
                     agents.add(other.agent)
-                    self._add_pair(pair, target)
             pairs = tuple(made)
+            if pairs:
+                self._add_pairs(pairs, me, target)
         else:
             pairs = ()
         act = _Act(t, key, me, target, event.content[:cfg.text_chars], pairs)  # its start
@@ -183,53 +184,50 @@ class LockstepDetector:
         else:
             counts[target] = counts.get(target, 0) + 1
 
-    def _add_pair(self, pair: Pair, target: str) -> None:
-        self.coactions_total += 1
-        pairs = self._pairs
-        targets = pairs.get(pair)
-        if targets is None:
-            pairs[pair] = (target,)
-            n = 1
-        elif type(targets) is tuple:
-            one = targets[0]
-            pairs[pair] = {one: 1, target: 1} if one != target else {target: 2}
-            n = 1 if one == target else 2
-        else:
-            targets[target] = targets.get(target, 0) + 1
-            n = len(targets)
-        if n >= self.cfg.min_targets:  # only these can lock: judged without a scan
-            self._candidates.add(pair)  # (a count never falls by an addition)
-        # agent -> target -> co-actions it led (followed), written out: this runs per pair
-        lead, follow = pair
-        counts = self._led.get(lead)
-        if counts is None:
-            self._led[lead] = {target: 1}
-        else:
-            counts[target] = counts.get(target, 0) + 1
-        counts = self._followed.get(follow)
-        if counts is None:
-            self._followed[follow] = {target: 1}
-        else:
-            counts[target] = counts.get(target, 0) + 1
-
-    def _drop_pair(self, pair: Pair, target: str) -> None:
-        targets = self._pairs[pair]
-        if type(targets) is tuple:
-            del self._pairs[pair]
-            n = 0
-        else:
-            n = targets[target] - 1
-            if n:
-                targets[target] = n
+    def _add_pairs(self, made: tuple[Pair, ...], me: str, target: str) -> None:
+        """The co-actions of one act of ``me`` on ``target``: each of its pairs counts the
+        target once; ``me`` leads or follows in every one of them, so its own lead and follow
+        counts move once for the act (the other agent's once per pair)."""
+        self.coactions_total += len(made)
+        pairs, candidates, bar = self._pairs, self._candidates, self.cfg.min_targets
+        led, followed = self._led, self._followed
+        leads = 0
+        for pair in made:
+            targets = pairs.get(pair)
+            if targets is None:
+                pairs[pair] = (target,)
+                n = 1
+            elif type(targets) is tuple:
+                one = targets[0]
+                pairs[pair] = {one: 1, target: 1} if one != target else {target: 2}
+                n = 1 if one == target else 2
             else:
-                del targets[target]
-                if not targets:
-                    del self._pairs[pair]
-            n = len(targets)
-        if n < self.cfg.min_targets:
-            self._candidates.discard(pair)
-        _drop(self._led, pair[0], target)
-        _drop(self._followed, pair[1], target)
+                targets[target] = targets.get(target, 0) + 1
+                n = len(targets)
+            if n >= bar:  # only these can lock: judged without a scan
+                candidates.add(pair)  # (a count never falls by an addition)
+            # agent -> target -> co-actions it led (followed), written out: this runs per pair
+            lead, follow = pair
+            if lead == me:
+                leads += 1
+                counts = followed.get(follow)
+                if counts is None:
+                    followed[follow] = {target: 1}
+                else:
+                    counts[target] = counts.get(target, 0) + 1
+            else:
+                counts = led.get(lead)
+                if counts is None:
+                    led[lead] = {target: 1}
+                else:
+                    counts[target] = counts.get(target, 0) + 1
+        for table, k in ((led, leads), (followed, len(made) - leads)):
+            if k:
+                counts = table.get(me)
+                if counts is None:
+                    table[me] = {target: k}
+                else:
+                    counts[target] = counts.get(target, 0) + k
 
     def expire(self, now: float) -> None:
         """Acts leave the window in arrival order, each undoing what it made: O(1) each."""
@@ -238,11 +236,39 @@ class LockstepDetector:
         if not acts or acts[0].t >= cutoff:
             return
         by_target, targets = self._by_target, self._targets
+        pairs, candidates, bar = self._pairs, self._candidates, self.cfg.min_targets
+        led, followed = self._led, self._followed
         while acts and acts[0].t < cutoff:
             act = acts.popleft()
-            target = act.target
-            for pair in act.pairs:
-                self._drop_pair(pair, target)
+            target, me = act.target, act.agent
+            if act.pairs:
+                leads = 0
+                for pair in act.pairs:  # (as _add_pairs counted them)
+                    held_targets = pairs[pair]
+                    if type(held_targets) is tuple:
+                        del pairs[pair]
+                        n = 0
+                    else:
+                        n = held_targets[target] - 1
+                        if n:
+                            held_targets[target] = n
+                        else:
+                            del held_targets[target]
+                            if not held_targets:
+                                del pairs[pair]
+                        n = len(held_targets)
+                    if n < bar:
+                        candidates.discard(pair)
+                    lead, follow = pair
+                    if lead == me:
+                        leads += 1
+                        _drop(followed, follow, target)
+                    else:
+                        _drop(led, lead, target)
+                if leads:
+                    _drop(led, me, target, leads)
+                if leads < len(act.pairs):
+                    _drop(followed, me, target, len(act.pairs) - leads)
             held = by_target[target]
             if held[0] is act:  # the oldest (acts arrive in event-time order), else near it
                 del held[0]
@@ -250,7 +276,7 @@ class LockstepDetector:
                 held.remove(act)
             if not held:
                 del by_target[target]
-            _drop(targets, act.agent, target)
+            _drop(targets, me, target)
 
     # ------------------------------------------------------------------ judging
 
