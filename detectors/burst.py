@@ -227,8 +227,9 @@ class _SeenTable:
             return False
         since = now - memory_s
         live = int(np.count_nonzero((self.keys != 0) & (self.last >= since)))
-        bits = max(12, int(4 * (min(live, max_seen) + extra)).bit_length())  # under
-        if live <= max_seen:  # 2 ** (bits - 2) after
+        # room for under 2 ** (bits - 2) keys after the rebuild
+        bits = max(12, int(4 * (min(live, max_seen) + extra)).bit_length())
+        if live <= max_seen:
             self._move(bits, live + extra, since)
             return True
         kept = self.slots[(self.keys != 0) & (self.last >= since)]

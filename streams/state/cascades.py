@@ -674,8 +674,7 @@ class CascadeEngine:
             raise ValueError("more than 2^32 pooled adoptions")
         found_b, at_b = self._big.find(cno, ag, self._ta, ci, tu, xu, self._tt)
         # the cascades' new adoptions counted, and their run to insert
-        cn, xn, pn = new_adoptions(found_b, at_b, cno, ci, tu, xu, crow, self._size,
-                                            self._last)
+        cn, xn, pn = new_adoptions(found_b, at_b, cno, ci, tu, xu, crow, self._size, self._last)
         self.adoptions_total += adopted + len(cn)
         if len(crossed):
             self._name(src[first], origin)
