@@ -29,8 +29,8 @@ import numba
 import numpy as np
 from numba import types
 
-from streams.kernels import B1, F64, F64_A, FLOAT, I64, INT, U64, U64_A
-from streams.textscan import K, _prefetch
+from streams.kernels import B1, F64, F64_A, FLOAT, I64, INT, U64, U64_A, prefetch
+from streams.textscan import K
 
 MIX = np.uint64(0x9E3779B97F4A7C15)
 I32_A = types.Array(types.int32, 1, "A")
@@ -219,8 +219,8 @@ def flush(lens: np.ndarray, times: np.ndarray, warm: np.ndarray,
                     # larger than the cache) overlap this pass instead of stalling a look-up each
                     home = _at(k, m)
                     grp_slot[g] = home
-                    _prefetch(keys, home)
-                    _prefetch(ry, home)  # (the record's other end: it may cross a line)
+                    prefetch(keys, home)
+                    prefetch(ry, home)  # (the record's other end: it may cross a line)
                     grp_first[g] = n_occ
                     grp_tmax[g] = t
                     grp_text[g] = -1

@@ -1,4 +1,5 @@
-"""The compiled kernels' array types, and :func:`warm`, which compiles or loads them all.
+"""The compiled kernels' array types, their cache-line hint :func:`prefetch`, and :func:`warm`,
+which compiles or loads them all.
 
 Every numba kernel of moltscope is compiled ahead for the types it is given (an explicit
 signature on its decorator, built from the aliases here): a process compiles a kernel, or loads
@@ -17,7 +18,10 @@ from __future__ import annotations
 
 import importlib
 
+from llvmlite import ir
 from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 U8 = types.Array(types.uint8, 1, "C")
 U8_RO = types.Array(types.uint8, 1, "C", readonly=True)  # a bytes buffer (np.frombuffer)
@@ -32,6 +36,24 @@ I64_A = types.Array(types.int64, 1, "A")
 F64_A = types.Array(types.float64, 1, "A")
 B1_A = types.Array(types.boolean, 1, "A")
 INT, UINT, FLOAT, BOOL = types.int64, types.uint64, types.float64, types.boolean
+
+
+@intrinsic
+def prefetch(typingctx: object, arr: types.Array, i: types.Integer) -> tuple[object, object]:
+    """Ask the CPU for the cache line of ``arr[i]`` (LLVM's prefetch: a read, kept in every
+    cache level; a hint, which changes no value): for a kernel whose look-ups miss the cache,
+    asked for a pass ahead of the reads so that the misses overlap."""
+    def codegen(context: object, builder: ir.IRBuilder, signature: object,
+                args: tuple[object, object]) -> object:
+        ary = context.make_array(arr)(context, builder, args[0])  # type: ignore[attr-defined]
+        ptr = cgutils.get_item_pointer(context, builder, arr, ary, [args[1]])
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
+            ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()  # type: ignore[attr-defined]
+    return types.void(arr, i), codegen
+
 
 KERNEL_MODULES = ("streams.textscan", "streams.state.cascade_kernels",
                   "streams.state.pagerank_kernels", "detectors.burst_kernels",

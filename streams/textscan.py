@@ -43,12 +43,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
-from streams.kernels import B1, I64, INT, U8, U8_RO, U32, U64
+from streams.kernels import B1, I64, INT, U8, U8_RO, U32, U64, prefetch
 
 SPACE, WORD, PUNCT, UNKNOWN = 0, 1, 2, 3
 UNMET, CONTEXT = -1, -2  # the scan's codes: a code point not yet met, one lowered in context
@@ -77,22 +73,6 @@ def _char(data: np.ndarray, i: int) -> tuple[int, int]:
                 | (np.int64(data[i + 2]) & 0x3F)), 3
     return (((b & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12)
             | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)), 4
-
-
-@intrinsic
-def _prefetch(typingctx: object, arr: types.Array, i: types.Integer) -> tuple[object, object]:
-    """Ask the CPU for the cache line of ``arr[i]`` (LLVM's prefetch: a read, kept in every
-    cache level; a hint, which changes no value)."""
-    def codegen(context: object, builder: ir.IRBuilder, signature: object,
-                args: tuple[object, object]) -> object:
-        ary = context.make_array(arr)(context, builder, args[0])  # type: ignore[attr-defined]
-        ptr = cgutils.get_item_pointer(context, builder, arr, ary, [args[1]])
-        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(
-            ir.VoidType(), [i8p, i32, i32, i32]), "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()  # type: ignore[attr-defined]
-    return types.void(arr, i), codegen
 
 
 @numba.njit(cache=True)
@@ -289,7 +269,7 @@ def _scan_rows(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.
             return 0, 0, UNMET
         if s == e:
             break
-        _prefetch(slots, 2 * np.int64(h & np.uint64(mask)))
+        prefetch(slots, 2 * np.int64(h & np.uint64(mask)))
         out[k] = s
         out[n + k] = e
         out[2 * n + k] = np.int64(h)  # (the same 64 bits)
