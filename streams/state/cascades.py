@@ -32,30 +32,30 @@ galloping searches from the previous n-gram's): a cascade's pairs go out to be s
 cascades' store, which holds one segment per cascade (numbered by id rank, a new cascade's
 segment inserted in place, so the pairs in id order are in segment order without a sort; never
 evicted), each adoption only its text (the agent is the text's), sorted by agent, searched
-within the segments (a binary search, galloping from the previous pair of the same cascade);
-those not found are counted in the table (:func:`new_adoptions`). The other n-grams' adoptions are a
-pool of blocks, one an n-gram (its texts, at most ``min_adopters`` - 1: the n-gram's entry in
-the table says where, and its adopter count is the block's fill): n-gram by n-gram, each pair's
-agent is looked for in its n-gram's block (found: the earlier first use kept; the blocks' first
-agents read a few n-grams ahead, their memory reads overlapping), the new adoptions counted in
-the table (adopters, last adoption) and put into the block, or, when they bring the n-gram to
-``min_adopters``, taken out with the block's (freed); the unseen n-grams are inserted into the
-table (sorted by id) after the pass, the table not rewritten when there are none. Putting is
-O(new) (no pass over the store: a block that fills up moves to one of the next capacity, 1, 2,
-4, ... ``min_adopters`` - 1, the old one freed; free blocks are kept on a free list a capacity
-and taken first; when they are over a quarter of the pool it is compacted, O(pool), so a free
-entry costs O(1) amortised). A cascade's readable words are taken, when it crosses
-``min_adopters``, from a buffered text that adopted it (the words of the texts naming new
-cascades joined once, each cascade's bytes gathered from them, as
-:func:`streams.text.ngram_text` joins them), and its adoptions join the cascades' store. The
-cascades' store has levels whose bounds grow geometrically (x ``GROWTH``): a merge inserts into
-the smallest (two runs sorted by cascade and agent, the known cascades' new adoptions and the
-new cascades', merged as they are inserted: :func:`insert_runs`), and a level over its bound
-goes into the next one in one pass (each adoption rewritten O(``GROWTH``) times a level, O(log
-adoptions) levels, each searched), so a flush does not rewrite every adoption ever taken (the
-periodic analysis flushes every ~10k texts: with one level, or two, that rewrite grew with the
-history). The buffer grows to a quarter of the cascades' store (at most 16 x ``flush_every``
-pairs) before a merge.
+within the segments (a binary search, galloping from the previous pair of the same cascade; a
+pair found in one level is not searched in the next); those not found are counted in the table
+(:func:`new_adoptions`). The other n-grams' adoptions are a pool of blocks, one an n-gram (its
+texts, at most ``min_adopters`` - 1: the n-gram's entry in the table says where, and its adopter
+count is the block's fill): n-gram by n-gram, each pair's agent is looked for in its n-gram's
+block (found: the earlier first use kept; the blocks' first agents read a few n-grams ahead,
+their memory reads overlapping), the new adoptions counted in the table (adopters, last
+adoption) and put into the block, or, when they bring the n-gram to ``min_adopters``, taken out
+with the block's (freed); the unseen n-grams are inserted into the table (sorted by id) after
+the pass, the table not rewritten when there are none. Putting is O(new) (no pass over the
+store: a block that fills up moves to one of the next capacity, 1, 2, 4, ... ``min_adopters`` -
+1, the old one freed; free blocks are kept on a free list a capacity and taken first; when they
+are over a quarter of the pool it is compacted, O(pool), so a free entry costs O(1) amortised).
+A cascade's readable words are taken, when it crosses ``min_adopters``, from a buffered text
+that adopted it (the words of the texts naming new cascades joined once, each cascade's bytes
+gathered from them, as :func:`streams.text.ngram_text` joins them), and its adoptions join the
+cascades' store. The cascades' store has levels whose bounds grow geometrically (x ``GROWTH``):
+a merge inserts into the smallest (two runs sorted by cascade and agent, the known cascades' new
+adoptions and the new cascades', merged as they are inserted: :func:`insert_runs`), and a level
+over its bound goes into the next one in one pass (each adoption rewritten O(``GROWTH``) times a
+level, O(log adoptions) levels, each searched), so a flush does not rewrite every adoption ever
+taken (the periodic analysis flushes every ~10k texts: with one level, or two, that rewrite grew
+with the history). The buffer grows to a quarter of the cascades' store (at most 16 x
+``flush_every`` pairs) before a merge.
 
 Periodic analysis (``expire``: every ``analysis_every`` seconds of event time, once the texts
 since the last analysis reach ``analysis_min_texts`` or the number the last one covered,
