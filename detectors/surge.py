@@ -10,7 +10,7 @@ by the tokeniser), hashtags, and a text template (the first 40 all-letter words 
 so ``Mint CLAW [4CACeeJC]`` and ``Mint CLAW [62qoqi]`` share one). Each entity keeps its own
 per-bucket volume. Cost per text: a text met before verbatim (the same raw text: the
 real-text benchmark's 647k texts of 1M events are 3,264 distinct) takes the entities found at
-its first meeting from a process cache (16,384 texts or 16 MB of them, ~20 MB when full;
+its first meeting from a process cache (16,384 texts or 2 ** 23 characters, ~12 MB when full;
 then cleared), one dict look-up. A new text's substring tests on the raw text decide which
 token scans are needed (a dollar sign, a hash sign, ``tick``, a known top-level domain, a
 32-character word), and those scans read the tokens around a mark or a dot one at a time, not
@@ -84,7 +84,6 @@ stock replies and verbatim repeats).
 from __future__ import annotations
 
 import re
-import sys
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from hashlib import blake2b as _blake2b
@@ -123,11 +122,10 @@ _TEMPLATES_MAX = 1 << 15
 # min_template_words): a text met again (a verbatim repeat: the 647k texts of 1M real-text
 # events are 3,264 distinct) is not scanned again; one process cache, not state (a pure function
 # of the raw text, whose tokens an item's text is), cleared when it would hold over 16,384
-# texts or 16 MB of them (sys.getsizeof; with their entities ~20 MB at most: the 3,248 texts
-# of 100k real-text events hold 10.4 MB)
+# texts or 2 ** 23 characters of them (~12 MB when full)
 _EXTRACTED: dict[str, tuple[set[str], str | None, str | None, int]] = {}
-_EXTRACTED_MAX, _EXTRACTED_BYTES = 1 << 14, 1 << 24
-_EXTRACTED_HELD = [0]  # the bytes of its texts
+_EXTRACTED_MAX, _EXTRACTED_CHARS = 1 << 14, 1 << 23
+_EXTRACTED_HELD = [0]  # the characters of its texts
 # the positions the kernels find, written into one array read at once (a kernel returning an
 # array of its own costs more than its scan of a text): grown when a text needs more
 _OUT = [np.empty(4096, np.int64)]
@@ -263,12 +261,11 @@ def _extracted(text: Text, raw: str, min_template_words: int
     """:func:`_entities` of a text not met (or met with another ``min_template_words``),
     remembered (the set is shared: its readers leave it as it is)."""
     got = (*_entities(text, raw, min_template_words), min_template_words)
-    size = sys.getsizeof(raw)
-    if len(_EXTRACTED) >= _EXTRACTED_MAX or _EXTRACTED_HELD[0] + size > _EXTRACTED_BYTES:
+    if len(_EXTRACTED) >= _EXTRACTED_MAX or _EXTRACTED_HELD[0] + len(raw) > _EXTRACTED_CHARS:
         _EXTRACTED.clear()
         _EXTRACTED_HELD[0] = 0
     if raw not in _EXTRACTED:
-        _EXTRACTED_HELD[0] += size
+        _EXTRACTED_HELD[0] += len(raw)
     _EXTRACTED[raw] = got
     return got
 

@@ -474,7 +474,6 @@ def test_texts_met_again_take_the_entities_of_their_first_meeting(monkeypatch) -
     flood = [post(1000 + k, 3600 + 20 * k + rng.uniform(0, 3), f"zork_bot_{rng.randrange(25)}",
                   mint + (f" #{k % 4}" if k % 3 else "")) for k in range(40)]
     events = sorted(background(200, 3600) * 2 + flood, key=lambda e: e.event_time)
-    monkeypatch.setattr(surge, "_EXTRACTED_HELD", [0])
     for cfg in (SurgeConfig(warmup_s=0), SurgeConfig(warmup_s=0, min_template_words=3)):
         monkeypatch.setattr(surge, "_EXTRACTED", {})
         monkeypatch.setattr(surge, "_EXTRACTED_MAX", 1 << 14)
@@ -487,7 +486,3 @@ def test_texts_met_again_take_the_entities_of_their_first_meeting(monkeypatch) -
         monkeypatch.setattr(surge, "_EXTRACTED", {})
         monkeypatch.setattr(surge, "_EXTRACTED_MAX", 3)  # cleared every few texts
         assert run(events, cfg) == whole and len(surge._EXTRACTED) <= 3
-        monkeypatch.setattr(surge, "_EXTRACTED", {})
-        monkeypatch.setattr(surge, "_EXTRACTED_MAX", 1 << 14)
-        monkeypatch.setattr(surge, "_EXTRACTED_BYTES", 2000)  # or every few hundred characters
-        assert run(events, cfg) == whole and 0 < surge._EXTRACTED_HELD[0] <= 2000
