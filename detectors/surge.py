@@ -8,17 +8,14 @@ novel even where the ticker itself is talked about all day), contract addresses 
 base58 Solana-style strings, lower-cased), bare domains (``mbc20.xyz``: full URLs are removed
 by the tokeniser), hashtags, and a text template (the first 40 all-letter words of the text,
 so ``Mint CLAW [4CACeeJC]`` and ``Mint CLAW [62qoqi]`` share one). Each entity keeps its own
-per-bucket volume. Cost per text: a text met before verbatim (the same raw text: the
-real-text benchmark's 647k texts of 1M events are 3,264 distinct) takes the entities found at
-its first meeting from a process cache (16,384 texts or 2 ** 23 characters, ~12 MB when full;
-then cleared), one dict look-up. A new text's substring tests on the raw text decide which
-token scans are needed (a dollar sign, a hash sign, ``tick``, a known top-level domain, a
-32-character word), and those scans read the tokens around a mark or a dot one at a time, not
-the text's whole token list; the template reads at most 64 words, and a template met before
-is named by its key (a hash of its word ids) from a process cache of 32,768 names (~4.4 MB
-when full; then cleared), its words neither gathered nor joined and hashed again. A judgement
-reads the ends of an entity's buckets and accounts (kept in time order; whole, once a post
-came late), not all of them.
+per-bucket volume. Cost per text: substring tests on the raw text decide which token scans
+are needed (a dollar sign, a hash sign, ``tick``, a known top-level domain, a 32-character
+word), and those scans read the tokens around a mark or a dot one at a time, not the
+text's whole token list; the template reads at most 64 words, and a template met before (a
+verbatim repeat) is named by its key (a hash of its word ids) from a process cache of 32,768
+names (~4.4 MB when full; then cleared), its words neither gathered nor joined and hashed
+again. A judgement reads the ends of an entity's buckets and accounts (kept in time order;
+whole, once a post came late), not all of them.
 
 An entity surges when, in the current ``window_s``:
 
@@ -118,14 +115,6 @@ _NO_IDS = np.zeros(0, np.uint64)  # the word ids of a post past every judgement
 # cache, not state (a pure function of the key), cleared when full (~135 bytes an entry)
 _TEMPLATES: dict[int, str] = {}
 _TEMPLATES_MAX = 1 << 15
-# the entities of the texts met, by raw text (:func:`_entities`' result and its
-# min_template_words): a text met again (a verbatim repeat: the 647k texts of 1M real-text
-# events are 3,264 distinct) is not scanned again; one process cache, not state (a pure function
-# of the raw text, whose tokens an item's text is), cleared when it would hold over 16,384
-# texts or 2 ** 23 characters of them (~12 MB when full)
-_EXTRACTED: dict[str, tuple[set[str], str | None, str | None, int]] = {}
-_EXTRACTED_MAX, _EXTRACTED_CHARS = 1 << 14, 1 << 23
-_EXTRACTED_HELD = [0]  # the characters of its texts
 # the positions the kernels find, written into one array read at once (a kernel returning an
 # array of its own costs more than its scan of a text): grown when a text needs more
 _OUT = [np.empty(4096, np.int64)]
@@ -256,20 +245,6 @@ def _entities(text: Text, raw: str, min_template_words: int
     return out, sig, name
 
 
-def _extracted(text: Text, raw: str, min_template_words: int
-               ) -> tuple[set[str], str | None, str | None, int]:
-    """:func:`_entities` of a text not met (or met with another ``min_template_words``),
-    remembered (the set is shared: its readers leave it as it is)."""
-    got = (*_entities(text, raw, min_template_words), min_template_words)
-    if len(_EXTRACTED) >= _EXTRACTED_MAX or _EXTRACTED_HELD[0] + len(raw) > _EXTRACTED_CHARS:
-        _EXTRACTED.clear()
-        _EXTRACTED_HELD[0] = 0
-    if raw not in _EXTRACTED:
-        _EXTRACTED_HELD[0] += len(raw)
-    _EXTRACTED[raw] = got
-    return got
-
-
 def _template(words: list[str], at: list[int] | None, n: int) -> str:
     """The name of the template of ``n`` words at ``at`` (None: the first ``n`` words)."""
     template = " ".join(words[:n] if at is None else itemgetter(*at)(words) if n > 1
@@ -396,10 +371,7 @@ class SurgeDetector:
     def _observe(self, t: float, author: str | None, event: PostEvent | CommentEvent,
                  text: Text, raw: str) -> None:
         cfg = self.cfg
-        got = _EXTRACTED.get(raw)
-        if got is None or got[3] != cfg.min_template_words:
-            got = _extracted(text, raw, cfg.min_template_words)
-        names, sig, template, _ = got
+        names, sig, template = _entities(text, raw, cfg.min_template_words)
         if not names:
             return
         self._expired_at = None

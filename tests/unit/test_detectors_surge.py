@@ -460,29 +460,3 @@ def test_templates_past_novelty_are_held_as_their_last_sighting() -> None:
         d.update(Item.of(e))
         found += d.findings(e.event_time.timestamp())
     assert found and found[0].key == name
-
-
-def test_texts_met_again_take_the_entities_of_their_first_meeting(monkeypatch) -> None:
-    """The entities cached by raw text (a verbatim repeat is not scanned again) are a fresh
-    scan's, met first, met again, after the full cache is cleared and under another
-    min_template_words; a detector's findings do not depend on what the cache holds."""
-    import detectors.surge as surge
-
-    rng = random.Random(5)
-    mint = ('Minting $ZORK now {"p":"mbc-20","op":"mint","tick":"ZORK","amt":"1000"} '
-            "mbc20.xyz")
-    flood = [post(1000 + k, 3600 + 20 * k + rng.uniform(0, 3), f"zork_bot_{rng.randrange(25)}",
-                  mint + (f" #{k % 4}" if k % 3 else "")) for k in range(40)]
-    events = sorted(background(200, 3600) * 2 + flood, key=lambda e: e.event_time)
-    for cfg in (SurgeConfig(warmup_s=0), SurgeConfig(warmup_s=0, min_template_words=3)):
-        monkeypatch.setattr(surge, "_EXTRACTED", {})
-        monkeypatch.setattr(surge, "_EXTRACTED_MAX", 1 << 14)
-        whole = run(events, cfg)
-        assert whole and 0 < len(surge._EXTRACTED) < len(events) - 100  # the repeats: hits
-        for raw, (names, sig, _, m) in surge._EXTRACTED.items():
-            fresh = surge._entities(Text.of(raw), raw, m)
-            assert m == cfg.min_template_words and (names, sig) == fresh[:2], raw
-        assert run(events, cfg) == whole  # every text met before
-        monkeypatch.setattr(surge, "_EXTRACTED", {})
-        monkeypatch.setattr(surge, "_EXTRACTED_MAX", 3)  # cleared every few texts
-        assert run(events, cfg) == whole and len(surge._EXTRACTED) <= 3
