@@ -8,19 +8,21 @@ surrogate, is lower-cased by :mod:`streams.text` before the scan): ASCII by arit
 other code point by a table of lowered code points (0 until :mod:`streams.text` enters it).
 
 A token is a maximal run of word characters or a maximal run of punctuation characters
-(``\\w+|[^\\w\\s]+``): each code point's class (``SPACE``, ``WORD``, ``PUNCT``; ``UNKNOWN`` until
-:mod:`streams.text` classifies it with the regular expression's own ``\\w`` and ``\\s``) is read
-from a table indexed by code point. The cache keeps each distinct token's UTF-8 bytes in one
-flat array and finds a token's row by an FNV-1a hash of its bytes in an open-addressing table
-(linear probing) whose slot is two words: a tag (row + 1 in bits 0-31, 0 empty; the length in
-bytes, capped at 255, in bits 32-39; whether the token is a word in bit 40; the hash's top 23
-bits above) and the token's first 8 bytes (little-endian, zero-padded). A token of at most 8
-bytes is thus found and compared within its slot, one memory access (the look-up of every
-token of every text, against a cache the engines' state keeps pushing out of the CPU's
-caches); a longer one compares the rest of its bytes in ``chars``: a row is only ever found
-for the very same token. A URL (``(?:https?://|www\\.)\\S+``, the rule's) is skipped
-where it starts, even inside a run, exactly as replacing it by a space before the scan would.
-Every array is plain NumPy, owned and grown by :mod:`streams.text`.
+(``\\w+|[^\\w\\s]+``): each code point's class (``SPACE``, ``WORD``, ``PUNCT``; ``UNKNOWN``
+until :mod:`streams.text` classifies it with the regular expression's own ``\\w`` and ``\\s``)
+is read from a table indexed by code point; a text's tokens are found without a branch on where
+they start and end (:func:`_runs`), but in a text where a URL may start (:func:`_token`). The
+cache keeps each distinct token's UTF-8 bytes in one flat array and finds a token's row by a
+hash of its bytes (read 8 at a time) in an open-addressing table (linear probing) whose slot is
+two words: a tag (row + 1 in bits 0-31, 0 empty; the length in bytes, capped at 255, in bits
+32-39; whether the token is a word in bit 40; the hash's top 23 bits above) and the token's
+first 8 bytes (little-endian, zero-padded). A token of at most 8 bytes is thus found and
+compared within its slot, one memory access (the look-up of every token of every text, against a
+cache the engines' state keeps pushing out of the CPU's caches); a longer one compares the rest
+of its bytes in ``chars``: a row is only ever found for the very same token. A URL
+(``(?:https?://|www\\.)\\S+``, the rule's) is skipped where it starts, even inside a run,
+exactly as replacing it by a space before the scan would. Every array is plain NumPy, owned and
+grown by :mod:`streams.text`.
 
 >>> import numpy as np
 >>> cls = np.full(128, SPACE, np.uint8)
@@ -43,14 +45,19 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from streams.kernels import B1, I64, INT, U8, U8_RO, U32, U64, prefetch
 
 SPACE, WORD, PUNCT, UNKNOWN = 0, 1, 2, 3
 UNMET, CONTEXT = -1, -2  # the scan's codes: a code point not yet met, one lowered in context
+URL = -3  # :func:`_runs`' code: the text may hold a URL
 LOWER_CONTEXT = np.uint32(0xFFFFFFFF)  # the lowering table's entry of such a code point
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
+_MUL = np.uint64(0x9E3779B97F4A7C15)  # the token hash's (:func:`_hash`) odd multiplier
+_ALL = np.uint64((1 << 64) - 1)
 K = np.uint64(0x9E3779B97F4A7C15)  # odd multiplier of the n-grams' rolling hash
 # a slot's tag (module doc): row + 1, length, word bit, the hash's top bits
 _ROW = np.uint64(0xFFFFFFFF)
@@ -166,66 +173,90 @@ def _url_end(data: np.ndarray, i: int, cls: np.ndarray) -> int:
 
 
 @numba.njit(cache=True)
-def _token(data: np.ndarray, i: int, cls: np.ndarray) -> tuple[int, int, np.uint64, np.uint64]:
+def _token(data: np.ndarray, i: int, cls: np.ndarray) -> tuple[int, int]:
     """The next token at or after byte ``i``, URLs skipped (a URL ends the token it starts
-    in, as its replacement by a space does): (start, end, hash of its bytes, its first 8 bytes
-    packed); (n, n, ...) when there is none, and (-1, -1, ...) at a code point not yet
-    classified."""
+    in, as its replacement by a space does): (start, end); (n, n) when there is none, and
+    (-1, -1) at a code point not yet classified."""
     n = len(data)
     while i < n:
         if data[i] == 104 or data[i] == 119:  # "h" or "w": maybe a URL
             e = _url_end(data, i, cls)
             if e < 0:
-                return -1, -1, _FNV_OFFSET, np.uint64(0)
+                return -1, -1
             if e > i:
                 i = e
                 continue
         c, w = _char(data, i)
         kind = cls[c]
         if kind == UNKNOWN:
-            return -1, -1, _FNV_OFFSET, np.uint64(0)
+            return -1, -1
         if kind != SPACE:
             s = i
-            h = _FNV_OFFSET
-            head = np.uint64(0)
-            while True:  # the run of one class, hashed and its head packed as it is read
-                for j in range(i, i + w):
-                    h = (h ^ np.uint64(data[j])) * _FNV_PRIME
-                    if j - s < 8:
-                        head |= np.uint64(data[j]) << np.uint64(8 * (j - s))
+            while True:  # the run of one class
                 i += w
                 if i == n:
                     break
                 if data[i] == 104 or data[i] == 119:
                     e = _url_end(data, i, cls)
                     if e < 0:
-                        return -1, -1, _FNV_OFFSET, np.uint64(0)
+                        return -1, -1
                     if e > i:
                         break
                 c, w = _char(data, i)
                 k = cls[c]
                 if k == UNKNOWN:
-                    return -1, -1, _FNV_OFFSET, np.uint64(0)
+                    return -1, -1
                 if k != kind:
                     break
-            return s, i, h, head
+            return s, i
         i += w
-    return n, n, _FNV_OFFSET, np.uint64(0)
+    return n, n
 
 
-@numba.njit(cache=True)
+@intrinsic
+def _load8(typingctx: object, arr: types.Array, i: types.Integer) -> tuple[object, object]:
+    """The 8 bytes of a byte array from ``arr[i]`` as one little-endian word, read at once
+    (any alignment; the caller's to hold ``i + 8 <= len(arr)``): numba's own indexing reads
+    byte by byte, each read with its negative-index check, which no compiler merges."""
+    def codegen(context: object, builder: ir.IRBuilder, signature: object,
+                args: tuple[object, object]) -> object:
+        ary = context.make_array(arr)(context, builder, args[0])  # type: ignore[attr-defined]
+        ptr = cgutils.get_item_pointer(context, builder, arr, ary, [args[1]])
+        word = builder.load(builder.bitcast(ptr, ir.IntType(64).as_pointer()), align=1)
+        return word
+    return types.uint64(arr, i), codegen
+
+
+@numba.njit(cache=True, inline="always")
+def _word(data: np.ndarray, s: int, n: int) -> np.uint64:
+    """Bytes ``s..s+n-1`` of ``data`` (``n`` 1 to 8) packed little-endian, zero-padded: one
+    8-byte read where ``data`` holds 8 bytes from ``s``, else byte by byte."""
+    if s + 8 <= len(data):
+        return _load8(data, s) & (_ALL >> np.uint64(64 - 8 * n))
+    w = np.uint64(0)
+    for j in range(n):
+        w |= np.uint64(data[s + j]) << np.uint64(8 * j)
+    return w
+
+
+@numba.njit(cache=True, inline="always")
 def _hash(data: np.ndarray, s: int, e: int) -> tuple[np.uint64, np.uint64]:
-    """The hash of ``data[s:e]`` and its first 8 bytes packed (as :func:`_token` has them)."""
-    h = _FNV_OFFSET
-    head = np.uint64(0)
-    for i in range(s, e):
-        h = (h ^ np.uint64(data[i])) * _FNV_PRIME
-        if i - s < 8:
-            head |= np.uint64(data[i]) << np.uint64(8 * (i - s))
+    """The hash of the token ``data[s:e]`` (its bytes read 8 at a time, then multiplied: the
+    tag keeps the product's top bits, the slot is its low bits, into which the top half is
+    folded) and its first 8 bytes packed."""
+    n = e - s
+    head = _word(data, s, min(n, 8)) if n > 0 else np.uint64(0)
+    h = head
+    q = s + 8
+    while q < e:
+        h = (h ^ (h >> np.uint64(29))) * _MUL + _word(data, q, min(e - q, 8))
+        q += 8
+    h = (h ^ (np.uint64(n) << np.uint64(56))) * _MUL  # (the top bits mixed, for the tag)
+    h ^= h >> np.uint64(32)  # (and into the low bits, for the slot)
     return h, head
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _find(data: np.ndarray, s: int, e: int, h: np.uint64, head: np.uint64, slots: np.ndarray,
           starts: np.ndarray, lens: np.ndarray, chars: np.ndarray) -> tuple[int, bool]:
     """The row of the token ``data[s:e]`` (hash ``h``, first bytes ``head``), -1 if the cache
@@ -242,7 +273,7 @@ def _find(data: np.ndarray, s: int, e: int, h: np.uint64, head: np.uint64, slots
             r = np.int64(tag & _ROW) - 1
             if n <= 8:
                 return r, (tag & _WORD_BIT) != 0
-            if lens[r] == n:
+            if n < _LEN_CAP or lens[r] == n:  # (the tag holds a length below the cap)
                 a = starts[r]
                 j = 8
                 while j < n and chars[a + j] == data[s + j]:
@@ -253,40 +284,88 @@ def _find(data: np.ndarray, s: int, e: int, h: np.uint64, head: np.uint64, slots
 
 
 @numba.njit(cache=True)
+def _runs(data: np.ndarray, cls: np.ndarray, out: np.ndarray) -> int:
+    """The tokens of ``data`` (``n`` bytes), starts to ``out[:k]`` and ends to ``out[n:n + k]``
+    (``out`` holds ``4 n``); returns k, :data:`UNMET` at a code point not yet classified, or
+    :data:`URL` if ``data`` holds ``"://"`` or ``"www."`` (a URL may start there: the caller
+    scans it by :func:`_token`). Branch-free but for the bytes past ASCII: each byte's class
+    is read and the class changes written down (position * 4 + class, at ``out[2 n:]``)
+    whether or not one happens, then the runs of a class other than space taken from them
+    the same way (a token's edges are where branches mispredict: a text has one every few
+    bytes)."""
+    n = len(data)
+    t = 2 * n
+    prev = SPACE
+    window = 0  # the last four bytes
+    url = False
+    for i in range(n):
+        b = data[i]
+        window = ((window << 8) | np.int64(b)) & 0xFFFFFFFF
+        url |= ((window & 0xFFFFFF) == 0x3A2F2F) | (window == 0x7777772E)
+        if b < 0x80:
+            kind = np.int64(cls[b])
+        elif b < 0xC0:  # a continuation byte: the code point's class
+            kind = prev
+        else:
+            c, _ = _char(data, i)
+            kind = np.int64(cls[c])
+            if kind == UNKNOWN:
+                return UNMET
+        out[t] = 4 * i + kind
+        t += kind != prev
+        prev = kind
+    if url:
+        return URL
+    out[t] = 4 * n + SPACE
+    k = 0
+    for j in range(2 * n, t):
+        v = out[j]
+        out[k] = v >> 2
+        out[n + k] = out[j + 1] >> 2
+        k += (v & 3) != SPACE
+    return k
+
+
+@numba.njit(cache=True)
 def _scan_rows(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.ndarray,
                lens: np.ndarray, chars: np.ndarray, out: np.ndarray) -> tuple[int, int, int]:
-    """:func:`scan` on the lower-cased bytes: every token first (its start, end, hash and head
-    kept in ``out``, which holds ``4 len(data)``), its slot's cache line asked for as it is
-    found, then every look-up (between two texts the engines push the table out of the CPU's
-    caches: the fetches overlap the scan instead of stalling a look-up each)."""
+    """:func:`scan` on the lower-cased bytes: every token first (:func:`_runs`, or
+    :func:`_token` where a URL may be), then its hash and head (kept in ``out``, which holds
+    ``4 len(data)``), its slot's cache line asked for as it is hashed, then every look-up
+    (between two texts the engines push the table out of the CPU's caches: the fetches
+    overlap the hashing instead of stalling a look-up each)."""
     n = len(data)
     mask = (len(slots) >> 1) - 1
-    k = 0
-    i = 0
-    while True:
-        s, e, h, head = _token(data, i, cls)
-        if s < 0:
-            return 0, 0, UNMET
-        if s == e:
-            break
+    k = _runs(data, cls, out)
+    if k == UNMET:
+        return 0, 0, UNMET
+    if k == URL:
+        k = 0
+        i = 0
+        while True:
+            s, e = _token(data, i, cls)
+            if s < 0:
+                return 0, 0, UNMET
+            if s == e:
+                break
+            out[k] = s
+            out[n + k] = e
+            k += 1
+            i = e
+    for j in range(k):
+        h, head = _hash(data, out[j], out[n + j])
         prefetch(slots, 2 * np.int64(h & np.uint64(mask)))
-        out[k] = s
-        out[n + k] = e
-        out[2 * n + k] = np.int64(h)  # (the same 64 bits)
-        out[3 * n + k] = np.int64(head)
-        k += 1
-        i = e
+        out[2 * n + j] = np.int64(h)  # (the same 64 bits)
+        out[3 * n + j] = np.int64(head)
     m = 0
     missing = 0
     for j in range(k):  # each row over the start it was read from, each word row over an end
         r, word = _find(data, out[j], out[n + j], np.uint64(out[2 * n + j]),
                         np.uint64(out[3 * n + j]), slots, starts, lens, chars)
         out[j] = r
-        if r < 0:
-            missing += 1
-        elif word:
-            out[n + m] = r
-            m += 1
+        out[n + m] = r  # (kept only if a word: no branch on which a token is)
+        m += word
+        missing += r < 0
     return k, m, missing
 
 
@@ -314,7 +393,7 @@ def bounds(data: np.ndarray, cls: np.ndarray) -> np.ndarray:
     k = 0
     i = 0
     while True:
-        s, e, _, _ = _token(data, i, cls)
+        s, e = _token(data, i, cls)
         if s == e:
             return out[:k]
         out[k, 0] = s
