@@ -176,14 +176,20 @@ def _scan(text: str) -> tuple[np.ndarray, np.ndarray, _Vocab]:
             data = text.encode("utf-8")
         else:
             break
-    if missing:
-        rows, v = _fresh(_out[:k], v)
+    rows = _out[2 * b:2 * b + k]
+    if missing:  # the new tokens' rows are those they are added at (no second scan)
+        rows, v = _fresh(rows, v)
+        new = rows < 0
         raw = _buf[:b].tobytes()
-        spans = textscan.bounds(np.frombuffer(raw, np.uint8), _cls)[rows < 0].tolist()
-        v.add(list(dict.fromkeys(raw[s:e].decode("utf-8") for s, e in spans)))
-        k, m, _, b = textscan.scan(np.frombuffer(data, np.uint8), _lower, _cls, *v.scanned,
-                                   _buf, _out)
-    return _out[:k], _out[b:b + m], v
+        ends = _out[b:b + k][new].tolist()
+        tokens = [raw[s:e].decode("utf-8") for s, e in zip(_out[:k][new].tolist(), ends,
+                                                          strict=True)]
+        distinct = list(dict.fromkeys(tokens))
+        at = {t: v.n + i for i, t in enumerate(distinct)}
+        v.add(distinct)
+        rows[new] = [at[t] for t in tokens]
+        return rows, rows[v.isword[rows]], v
+    return rows, _out[3 * b:3 * b + m], v
 
 
 # the scan's scratch (:func:`_scan`), grown as needed: the lower-cased text, the rows

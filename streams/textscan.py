@@ -25,20 +25,24 @@ exactly as replacing it by a space before the scan would. Every array is plain N
 grown by :mod:`streams.text`.
 
 >>> import numpy as np
->>> cls = np.full(128, SPACE, np.uint8)
->>> cls[ord("a"):ord("z") + 1] = WORD
->>> cls[ord("!")] = PUNCT
->>> data = np.frombuffer(b"gm gm!!", np.uint8)
->>> bounds(data, cls).tolist()
-[[0, 2], [3, 5], [5, 7]]
 >>> lower = np.zeros(0x250, np.uint32)
 >>> lower[[0xc9, 0x23a]] = [0xe9 + 1, 0x2c65 + 1]
->>> buf = np.zeros(16, np.uint8)
+>>> buf = np.zeros(32, np.uint8)
 >>> n = lowered(np.frombuffer("GM ÉȺ!".encode(), np.uint8), lower, buf)
 >>> buf[:n].tobytes().decode()
 'gm éⱥ!'
->>> bounds(np.frombuffer(b"gmhttp://xio y", np.uint8), cls).tolist()  # the URL skipped
-[[0, 2], [13, 14]]
+>>> cls = np.full(128, SPACE, np.uint8)
+>>> cls[ord("a"):ord("z") + 1] = WORD
+>>> cls[ord("!")] = PUNCT
+>>> empty, none, out = np.zeros(4, np.uint64), np.zeros(0, np.int64), np.zeros(128, np.int64)
+>>> def tokens(text):  # (start, end) of each token, against an empty cache
+...     k, _, missing, b = scan(np.frombuffer(text, np.uint8), lower, cls, empty, none, none,
+...                             np.zeros(0, np.uint8), buf, out)
+...     return list(zip(out[:k].tolist(), out[b:b + k].tolist())), missing
+>>> tokens(b"GM gm!!")
+([(0, 2), (3, 5), (5, 7)], 3)
+>>> tokens(b"gmhttp://xio y")  # the URL skipped
+([(0, 2), (13, 14)], 2)
 """
 
 from __future__ import annotations
@@ -359,11 +363,11 @@ def _scan_rows(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.
         out[3 * n + j] = np.int64(head)
     m = 0
     missing = 0
-    for j in range(k):  # each row over the start it was read from, each word row over an end
+    for j in range(k):  # each row over the hash it was found by, each word row over a head
         r, word = _find(data, out[j], out[n + j], np.uint64(out[2 * n + j]),
                         np.uint64(out[3 * n + j]), slots, starts, lens, chars)
-        out[j] = r
-        out[n + m] = r  # (kept only if a word: no branch on which a token is)
+        out[2 * n + j] = r
+        out[3 * n + m] = r  # (kept only if a word: no branch on which a token is)
         m += word
         missing += r < 0
     return k, m, missing
@@ -374,32 +378,18 @@ def scan(data: np.ndarray, lower: np.ndarray, cls: np.ndarray, slots: np.ndarray
          starts: np.ndarray, lens: np.ndarray, chars: np.ndarray, buf: np.ndarray,
          out: np.ndarray) -> tuple[int, int, int, int]:
     """The text ``data`` lower-cased into ``buf`` (:func:`lowered`; ``buf`` holds
-    ``1.5 len(data)``), then the cache rows of the tokens of those ``b`` bytes (-1: not cached)
-    written to ``out[:k]`` and those of its word tokens to ``out[b:][:m]`` (``out`` holds ``4
-    b``: the caller's scratch, so that no array is made here); returns k, m, how many rows are
-    missing and b, or (0, 0, code, 0): :data:`UNMET` if the text holds a code point not yet
-    classified or lowered, :data:`CONTEXT` if one it holds is lowered in context."""
+    ``1.5 len(data)``), then the tokens of those ``b`` bytes: their starts written to
+    ``out[:k]``, their ends to ``out[b:][:k]``, their cache rows (-1: not cached) to
+    ``out[2 b:][:k]`` and the rows of the word tokens to ``out[3 b:][:m]`` (``out`` holds ``4
+    b``: the caller's scratch, so that no array is made here; the bytes of the tokens not cached
+    are at hand without a second scan); returns k, m, how many rows are missing and b, or (0, 0,
+    code, 0): :data:`UNMET` if the text holds a code point not yet classified or lowered,
+    :data:`CONTEXT` if one it holds is lowered in context."""
     b = lowered(data, lower, buf)
     if b < 0:
         return 0, 0, b, 0
     k, m, missing = _scan_rows(buf[:b], cls, slots, starts, lens, chars, out)
     return k, m, missing, b
-
-
-@numba.njit([(U8_RO, U8)], cache=True)
-def bounds(data: np.ndarray, cls: np.ndarray) -> np.ndarray:
-    """(start, end) bytes of each token of ``data`` (every code point classified)."""
-    out = np.empty((len(data), 2), np.int64)
-    k = 0
-    i = 0
-    while True:
-        s, e = _token(data, i, cls)
-        if s == e:
-            return out[:k]
-        out[k, 0] = s
-        out[k, 1] = e
-        k += 1
-        i = e
 
 
 @numba.njit([(U8_RO, I64, U64, I64, I64, U8)], cache=True)
