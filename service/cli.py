@@ -69,6 +69,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     app, _ = build(get_settings())
     worker = faust.Worker(app, loglevel=args.loglevel)
+    # Faust's startup spinner, at --loglevel warning or above, sets the root logger to DEBUG
+    # (it spins on every record): every debug call of Faust, aiokafka and mode, several a
+    # message, would build a record that no handler writes
+    worker.spinner = None
     worker.execute_from_commandline()
     return 0
 

@@ -73,8 +73,8 @@ from streams.agent_stage import (
 from streams.embedding import TextEmbedder
 from streams.events import DeadLetter, Event
 from streams.messages import (
+    ActsHandoff,
     Forwarded,
-    decode_acts,
     encode_acts,
     encode_agents,
     encode_society,
@@ -85,7 +85,7 @@ from streams.partition import PartitionState, Rejected
 from streams.pipeline import Pipeline, PipelineConfig
 from streams.reducer import IDLE_AFTER_S, AgentValues, Reducer
 from streams.state.base import Snapshot
-from streams.transport import WaitingApp
+from streams.transport import RawSchema, WaitingApp
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +248,8 @@ class Driver:
                                idle_after_s=config.idle_after_s)
         self.parts: dict[int, PartitionState] = {}
         self.agent_parts: dict[int, AgentPartition] = {}
+        # the acts ingest sent to the agents partitions held here, taken instead of decoded
+        self.acts_handoff = ActsHandoff()
         self.duplicates = 0
         self.topics: dict[str, faust.TopicT] = {}
         self.agents: dict[str, faust.types.AgentT] = {}
@@ -404,15 +406,13 @@ def create_app(config: DriverConfig, io: Collaborators,
     driver = Driver(config, io)
     reducer = driver.reducer
 
-    events = app.topic(config.topic("events"), value_serializer="raw", key_serializer="raw",
-                       partitions=config.partitions)
+    events = app.topic(config.topic("events"), schema=RawSchema(), partitions=config.partitions)
     # never acked, so never committed: a restarted or newly assigned reducer reads the retained
     # topic from the start, skipping what its checkpoint (if usable) already holds
-    society = app.topic(config.topic("society"), value_serializer="raw", partitions=1,
-                        acks=False)
-    alerts = app.topic(config.topic("alerts"), value_serializer="raw", partitions=1)
-    dead = app.topic(config.topic("deadletters"), value_serializer="raw", partitions=1)
-    acts = app.topic(config.topic("agents"), value_serializer="raw", partitions=config.partitions)
+    society = app.topic(config.topic("society"), schema=RawSchema(), partitions=1, acks=False)
+    alerts = app.topic(config.topic("alerts"), schema=RawSchema(), partitions=1)
+    dead = app.topic(config.topic("deadletters"), schema=RawSchema(), partitions=1)
+    acts = app.topic(config.topic("agents"), schema=RawSchema(), partitions=config.partitions)
     driver.topics = {"events": events, "society": society, "alerts": alerts, "deadletters": dead,
                      "agents": acts}
 
@@ -464,7 +464,10 @@ def create_app(config: DriverConfig, io: Collaborators,
                                           for ev, partition, offset, raw in admitted]))
                 routed = driver.acts_by_partition([a[:3] for a in admitted], vectors)
                 for target, batch_acts in sorted(routed.items()):
-                    await acts.send(value=encode_acts(batch_acts), partition=target)
+                    payload = encode_acts(batch_acts)
+                    if target in driver.agent_parts:  # this worker's stage reads it
+                        driver.acts_handoff.put(target, payload, batch_acts)
+                    await acts.send(value=payload, partition=target)
 
     @app.agent(acts)
     async def individuals(stream: faust.StreamT) -> None:
@@ -478,7 +481,7 @@ def create_app(config: DriverConfig, io: Collaborators,
                     driver.new_agent_partition())
             elif offset < part.next_offset:  # re-seek to an older commit after a rebalance
                 continue
-            part.take(decode_acts(event.value), offset)
+            part.take(driver.acts_handoff.take(event.value), offset)
 
     def behind() -> bool:
         return driver.behind(app.consumer)
@@ -557,6 +560,7 @@ def create_app(config: DriverConfig, io: Collaborators,
         for partition in list(driver.agent_parts):
             if partition not in assigned:  # moved to another worker: its owner reports now
                 del driver.agent_parts[partition]
+                driver.acts_handoff.drop(partition)  # its stage there decodes them
         pace = paced["agent_stage"]
         if not driver.agent_parts or not pace.due(behind()):
             return

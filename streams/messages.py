@@ -37,7 +37,8 @@ and vectors, then the strings (UTF-8) and the vectors (float16, as above).
 {'acts': {'post': 1}}
 
 Ingest and the reducer in one worker parse each record's JSON once: ingest leaves the events
-it forwards in the reducer's :class:`Handoff`, and :func:`decode_society` takes them from it.
+it forwards in the reducer's :class:`Handoff`, and :func:`decode_society` takes them from it;
+likewise the acts it sends to an agents partition of its own worker (:class:`ActsHandoff`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -197,6 +198,68 @@ def decode_acts(payload: bytes) -> list[tuple[int, int, Act]]:
             agent, t, _KINDS[kind], post, item, vec, target, tvec,  # type: ignore[arg-type]
             _TARGET_KINDS[tkind], score if has_score else None)))  # type: ignore[arg-type]
     return out
+
+
+class ActsHandoff:
+    """The acts batches ingest sent to an agents partition this worker holds, by the batch's
+    bytes: the partition's stage takes the acts instead of decoding the same bytes (an acts
+    batch decodes to a new :class:`~streams.acts.Act` an act). Exact: held as they decode
+    (a vector as its float16 bytes give it back), and only bytes equal to those sent are
+    taken; anything else is decoded. Bounded as :class:`Handoff` (``capacity`` acts held at
+    most); :meth:`drop` forgets a partition's batches when the partition leaves the worker.
+
+    >>> a = Act("bob", 1.0, "comment", "p", "c", target_author="ann")
+    >>> batch = [(0, 7, a)]
+    >>> h, payload = ActsHandoff(), encode_acts(batch)
+    >>> h.put(3, payload, batch); len(h)
+    1
+    >>> h.take(bytes(payload)) == batch == decode_acts(payload), len(h)
+    (True, 0)
+    >>> h.put(3, payload, batch); h.drop(3); len(h)
+    0
+    """
+
+    __slots__ = ("capacity", "held", "size")
+
+    def __init__(self, capacity: int = HANDOFF_CAPACITY) -> None:
+        self.capacity = capacity
+        self.held: dict[bytes, tuple[int, list[tuple[int, int, Act]]]] = {}
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def put(self, partition: int, payload: bytes, acts: Sequence[tuple[int, int, Act]]) -> None:
+        """Hold the acts of ``payload`` (:func:`encode_acts` of ``acts``), sent to agents
+        ``partition``."""
+        if self.size >= self.capacity or payload in self.held:
+            return
+        held = [(p, o, _as_decoded(a)) for p, o, a in acts]
+        self.held[payload] = (partition, held)
+        self.size += len(held)
+
+    def take(self, payload: bytes) -> list[tuple[int, int, Act]]:
+        """The acts of the batch ``payload`` (decoded unless held)."""
+        got = self.held.pop(payload, None)
+        if got is None:
+            return decode_acts(payload)
+        self.size -= len(got[1])
+        return got[1]
+
+    def drop(self, partition: int) -> None:
+        for payload in [k for k, (p, _) in self.held.items() if p == partition]:
+            self.size -= len(self.held.pop(payload)[1])
+
+
+def _as_decoded(a: Act) -> Act:
+    """The act as :func:`decode_acts` gives it back: its vectors through their float16 bytes."""
+    if a.vector is None and a.target_vector is None:
+        return a
+    return replace(a, vector=_revec(a.vector), target_vector=_revec(a.target_vector))
+
+
+def _revec(v: np.ndarray | None) -> np.ndarray | None:
+    return None if v is None else dequantise(QuantisedVector("float16", _vec(v)))
 
 
 def encode_agents(partition: int, next_offset: int, partial: dict[str, Any]) -> bytes:

@@ -13,6 +13,11 @@ its first step (its streams' queues have room), so :class:`WaitingConsumer` runs
 inline and falls back to Faust's ``wait_first`` only when the callback blocks (a full
 queue), with the rest of the callback, exactly as before: the first step ran on the first
 loop iteration there too, whatever the flow.
+
+Every topic of the worker is raw (bytes in, bytes out), but Faust decodes each record through
+its serializer registry (codec lookups, two calls a record) and reads its settings for the
+event class: :class:`RawSchema` makes the event of the record's key and value as read, what
+the raw codec gives back.
 """
 
 from __future__ import annotations
@@ -24,6 +29,23 @@ from typing import Any
 import faust
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_kafka
+
+
+class RawSchema(faust.Schema):
+    """A raw topic's schema: an event holds the record's key and value as read (the raw codec
+    decodes bytes to themselves), without the serializer registry's per-record calls; sent
+    values go through the raw codec as before."""
+
+    def __init__(self) -> None:
+        super().__init__(key_serializer="raw", value_serializer="raw")
+
+    def compile(self, app: Any, **_: Any) -> Callable[..., Awaitable[Any]]:
+        event = app.conf.Event
+
+        async def decode(message: Any, *, propagate: bool = False) -> Any:
+            return event(app, message.key, message.value, message.headers, message)
+
+        return decode
 
 
 class _Rest:

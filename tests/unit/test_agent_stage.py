@@ -13,6 +13,7 @@ import math
 import pickle
 import random
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from streams.agent_stage import (
 )
 from streams.events import CommentEvent, DeadLetter, Event, PostEvent, VoteEvent
 from streams.export_agents import agent_rows
-from streams.messages import decode_acts, decode_society, encode_acts, encode_agents
+from streams.messages import ActsHandoff, decode_acts, decode_society, encode_acts, encode_agents
 from streams.pipeline import Pipeline, PipelineConfig
 from streams.reducer import Reducer
 from streams.state.base import Snapshot
@@ -172,6 +173,30 @@ def test_acts_codec_round_trips() -> None:
             assert (x is None) == (y is None)
             if x is not None:  # float16 on the wire: a cosine within 1e-3
                 assert float(x @ y) / float(np.linalg.norm(x) * np.linalg.norm(y)) > 1 - 1e-3
+
+
+def test_acts_handoff_gives_what_decoding_gives() -> None:
+    """Held acts come back as the bytes decode (vectors through float16 included); other
+    bytes, a full handoff, a dropped partition: decoded."""
+    acts = list(realtext_acts(4000))[:600]
+    assert any(a.vector is not None or a.target_vector is not None for a in acts)
+    batches = [[(0, i, a) for i, a in enumerate(acts[k:k + 100], k)] for k in range(0, 600, 100)]
+    payloads = [encode_acts(b) for b in batches]
+    h = ActsHandoff(capacity=300)
+    for k, (b, payload) in enumerate(zip(batches, payloads, strict=True)):
+        h.put(k % 2, payload, b)
+    assert len(h) == 300  # full: the fourth batch on is not held
+    h.drop(1)
+    assert len(h) == 200
+    for payload in payloads:
+        held, decoded = h.take(bytes(payload)), decode_acts(payload)
+        assert [(p, o) for p, o, _ in held] == [(p, o) for p, o, _ in decoded]
+        for (_, _, a), (_, _, b) in zip(held, decoded, strict=True):
+            for x, y in ((a.vector, b.vector), (a.target_vector, b.target_vector)):
+                assert (x is None) == (y is None) and (x is None or np.array_equal(x, y))
+            assert replace(a, vector=None, target_vector=None) == replace(
+                b, vector=None, target_vector=None)
+    assert len(h) == 0
 
 
 def test_partition_takes_each_record_once() -> None:
