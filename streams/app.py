@@ -456,12 +456,12 @@ def create_app(config: DriverConfig, io: Collaborators,
                                                      [ev.text for ev in wanted])
                 vectors = {ev.id: v for ev, v in zip(wanted, encoded, strict=True)}
             if admitted:
+                forwarded = [Forwarded(ev, vectors.get(ev.id), partition, offset, raw)
+                             for ev, partition, offset, raw in admitted]
+                payload = encode_society(forwarded)
                 if reducer.resumed:  # this worker's reducer reads the society partition
-                    for ev, partition, offset, raw in admitted:
-                        reducer.handoff.put(partition, offset, raw, ev)
-                await society.send(
-                    value=encode_society([Forwarded(ev, vectors.get(ev.id), partition, offset, raw)
-                                          for ev, partition, offset, raw in admitted]))
+                    reducer.handoff.put(payload, forwarded)
+                await society.send(value=payload)
                 routed = driver.acts_by_partition([a[:3] for a in admitted], vectors)
                 for target, batch_acts in sorted(routed.items()):
                     payload = encode_acts(batch_acts)

@@ -64,47 +64,67 @@ HANDOFF_CAPACITY = 20_000
 
 
 class Handoff:
-    """The events ingest parsed and forwarded, held for the reducer of the same worker by
-    events partition and offset with the record's bytes: :func:`decode_society` takes the
-    event instead of validating the same JSON again (a third of the reducer's cost outside
-    the pipeline). Exact: events are frozen and equal bytes validate to an equal event; a
-    miss or other bytes at that place are parsed as before. Bounded: with ``capacity``
-    events held, ingest leaves no more until the reducer took some (the far end of a
-    backlog is parsed twice); :meth:`clear` drops what a reducer elsewhere would have taken.
+    """The event batches ingest forwarded, held for the reducer of the same worker by the
+    place of their first event (events partition and offset) with the batch's bytes:
+    :func:`decode_society` takes the batch's :class:`Forwarded` instead of reading the message
+    again (validating each event's JSON a second time was a third of the reducer's cost
+    outside the pipeline; slicing, decoding and wrapping each event the rest). Exact: held as
+    the bytes decode (events are frozen and equal bytes validate to an equal event; a vector
+    as its float16 bytes give it back); other bytes at that place, or a batch not held, are
+    decoded. Bounded: with ``capacity`` events held, ingest leaves no more until the reducer
+    took some (the far end of a backlog is parsed twice); :meth:`clear` drops what a reducer
+    elsewhere would have taken.
 
     >>> from datetime import datetime, timezone
     >>> from streams.events import PostEvent
     >>> t = datetime(2026, 2, 1, tzinfo=timezone.utc)
     >>> e = PostEvent(id="post:1", event_time=t, observed_at=t, post_id="1", author="a")
-    >>> raw, h = e.model_dump_json().encode(), Handoff(capacity=1)
-    >>> h.put(0, 7, raw, e); h.put(0, 8, raw, e); len(h)  # full: the second is not held
+    >>> batch = [Forwarded(e, None, 0, 7, e.model_dump_json().encode())]
+    >>> h, payload = Handoff(capacity=1), encode_society(batch)
+    >>> h.put(payload, batch); h.put(encode_society(batch * 2), batch * 2); len(h)  # full
     1
-    >>> h.take(0, 7, raw) is e, h.take(0, 7, raw) is e, h.take(0, 7, raw) == e, len(h)
-    (True, False, True, 0)
+    >>> h.take(bytes(payload))[0].event is e, h.take(payload), len(h)
+    (True, None, 0)
     """
 
-    __slots__ = ("capacity", "held")
+    __slots__ = ("capacity", "held", "size")
 
     def __init__(self, capacity: int = HANDOFF_CAPACITY) -> None:
         self.capacity = capacity
-        self.held: dict[tuple[int, int], tuple[bytes, Event]] = {}
+        self.held: dict[tuple[int, int], tuple[bytes, list[Forwarded]]] = {}
+        self.size = 0
 
     def __len__(self) -> int:
-        return len(self.held)
+        return self.size
 
-    def put(self, partition: int, offset: int, raw: bytes, event: Event) -> None:
-        if len(self.held) < self.capacity:
-            self.held[partition, offset] = (raw, event)
+    def put(self, payload: bytes, items: Sequence[Forwarded]) -> None:
+        """Hold ``items``, the batch :func:`encode_society` made ``payload`` of."""
+        if not items or self.size + len(items) > self.capacity:
+            return
+        place = _HEAD.unpack_from(payload, len(MAGIC))[:2]
+        if place in self.held:  # a record forwarded twice: its first batch is read first
+            return
+        self.held[place] = (payload, [
+            f if f.vector is None and f.raw is not None else Forwarded(
+                f.event, None if f.vector is None else _revec(f.vector), f.partition, f.offset,
+                f.raw if f.raw is not None else f.event.model_dump_json().encode())
+            for f in items])
+        self.size += len(items)
 
-    def take(self, partition: int, offset: int, raw: bytes) -> Event:
-        """The event of the record ``raw`` read at ``offset`` of ``partition``."""
+    def take(self, payload: bytes) -> list[Forwarded] | None:
+        """The batch of the society message ``payload`` if held (None: decode it)."""
+        if len(payload) < len(MAGIC) + _HEAD.size:
+            return None
+        partition, offset, _, _ = _HEAD.unpack_from(payload, len(MAGIC))
         got = self.held.pop((partition, offset), None)
-        if got is not None and got[0] == raw:
-            return got[1]
-        return parse_event(raw)
+        if got is None:
+            return None
+        self.size -= len(got[1])
+        return got[1] if got[0] == payload else None
 
     def clear(self) -> None:
         self.held.clear()
+        self.size = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +322,8 @@ def decode_society(payload: bytes, handoff: Handoff | None = None,
             {k: Sums(**v) for k, v in p["by_bucket"].items()},
             {k: Sums(**v) for k, v in p["by_day"].items()}, p["late_comments"],
             [(due, day, b, bool(u)) for due, day, b, u in p.get("pending", ())]))
+    if handoff is not None and (held := handoff.take(payload)) is not None:
+        return held
     out: list[Forwarded] = []
     unpack, size, end, i = _HEAD.unpack_from, _HEAD.size, len(payload), len(MAGIC)
     while i < end:
@@ -313,6 +335,5 @@ def decode_society(payload: bytes, handoff: Handoff | None = None,
         if n_vec:
             vector = dequantise(QuantisedVector("float16", payload[i:i + n_vec]))
             i += n_vec
-        event = parse_event(raw) if handoff is None else handoff.take(partition, offset, raw)
-        out.append(Forwarded(event, vector, partition, offset, raw))
+        out.append(Forwarded(parse_event(raw), vector, partition, offset, raw))
     return out

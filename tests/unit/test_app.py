@@ -182,12 +182,12 @@ async def test_ingest_hands_its_events_to_the_reducer_of_its_worker(worker) -> N
         await agent.put(value=post("2"), key=b"k")
         await forwarded(2)
     assert len(driver.reducer.handoff) == 1
-    held = next(iter(driver.reducer.handoff.held.values()))[1]
+    [held] = next(iter(driver.reducer.handoff.held.values()))[1]
     async with driver.agents["reduce"].test_context() as agent:
         for c in send.await_args_list:
             await agent.put(value=c.kwargs["value"])
     assert len(driver.reducer.handoff) == 0 and driver.reducer.buffered == 2
-    assert any(entry[4].event is held for entry in driver.reducer.order.heap)
+    assert any(entry[4] is held for entry in driver.reducer.order.heap)
 
 
 async def test_ingest_embeds_posts_off_the_loop_with_one_embedder() -> None:

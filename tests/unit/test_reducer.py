@@ -320,43 +320,55 @@ def json_spaced(event: PostEvent | CommentEvent) -> bytes:
     return json.dumps(json.loads(event.model_dump_json()), indent=1).encode()
 
 
-def test_reducer_takes_the_events_ingest_handed_over_and_parses_the_rest() -> None:
-    """Ingest's parsed events are taken by place and bytes (no second parse); a miss, other
-    bytes at that place, a release, a full handoff: parsed from the record, same figures."""
+def test_reducer_takes_the_batches_ingest_handed_over_and_parses_the_rest() -> None:
+    """Ingest's batches are taken by place and bytes (no second parse); a miss, other bytes
+    at that place, a release, a full handoff: parsed from the message, same figures."""
     events = [post("1"), comment("c", "1"), post("2"), post("3")]
     raws = [json_spaced(e) for e in events]
     sent = [Forwarded(e, None, 0, i, raw) for i, (e, raw) in enumerate(zip(events, raws,
                                                                            strict=True))]
-    handed = [e.model_copy() for e in events]  # equal, not the decoded ones
+    handed = [Forwarded(e.model_copy(), None, 0, i, raw)  # equal, not the decoded ones
+              for i, (e, raw) in enumerate(zip(events, raws, strict=True))]
     r = reducer(partitions=1)
     r.handoff.capacity = 3
-    for i, (e, raw) in enumerate(zip(handed, raws, strict=True)):
-        r.handoff.put(0, i, raw if i != 1 else raws[0], e)  # place 1: other bytes
-    assert len(r.handoff) == 3  # full: the fourth is not held
+    r.handoff.put(encode_society(sent[:2]), handed[:2])
+    other = encode_society([Forwarded(events[0], None, 0, 2, raws[0])])
+    r.handoff.put(other, handed[:1])  # other bytes at place (0, 2)
+    r.handoff.put(encode_society(sent[3:]), handed[3:])  # full: not held
+    assert len(r.handoff) == 3
     plain = reducer(partitions=1)
     for red in (r, plain):
-        red.apply(0, encode_society(sent), wall=0.0)
+        for k, batch in enumerate((sent[:2], sent[2:3], sent[3:])):
+            red.apply(k, encode_society(batch), wall=0.0)
         red.tick(wall=FLUSH)
     assert len(r.handoff) == 0 and r.pipeline.events == len(events)
     assert r.pipeline.snapshot().samples == plain.pipeline.snapshot().samples
-    r.handoff.put(0, 9, raws[0], handed[0])
+    r.handoff.put(encode_society(sent[:1]), handed[:1])
     r.release()  # the society partition went elsewhere: its reducer takes them there
     assert len(r.handoff) == 0
 
 
-def test_decode_society_takes_handed_events_by_place_and_bytes() -> None:
+def test_decode_society_takes_handed_batches_by_place_and_bytes() -> None:
+    import numpy as np
+
     from streams.messages import Handoff, decode_society
 
     events = [post("1"), post("2"), post("3")]
     raws = [json_spaced(e) for e in events]
-    sent = [Forwarded(e, None, 2, 5 + i, raw) for i, (e, raw) in enumerate(zip(events, raws,
-                                                                               strict=True))]
+    vector = np.arange(1, 5, dtype=np.float32) / np.float32(np.sqrt(30))
+    sent = [Forwarded(e, vector if i == 1 else None, 2, 5 + i, raw)
+            for i, (e, raw) in enumerate(zip(events, raws, strict=True))]
     h = Handoff()
-    h.put(2, 5, raws[0], events[0])
-    h.put(2, 6, raws[0], events[0])  # other bytes than the message's at (2, 6)
+    h.put(encode_society(sent), sent)
+    other = [Forwarded(events[0], None, 2, 7, raws[0])]
+    h.put(encode_society(other), other)  # other bytes than the message's at (2, 7)
     got = decode_society(encode_society(sent), h)
-    assert isinstance(got, list)
-    assert got[0].event is events[0]  # taken, not parsed
-    assert got[1].event is not events[0] and got[1].event == events[1]  # parsed
-    assert got[2].event == events[2] and got[2].event is not events[2]
-    assert [f.raw for f in got] == raws and len(h) == 0
+    decoded = decode_society(encode_society(sent))
+    assert isinstance(got, list) and isinstance(decoded, list)
+    assert [f.event for f in got] == events and got[0] is sent[0]  # taken, not parsed
+    assert got[1].vector is not None and decoded[1].vector is not None
+    assert np.array_equal(got[1].vector, decoded[1].vector)  # as the float16 bytes give it
+    assert [f.raw for f in got] == raws and len(h) == 1
+    other = decode_society(encode_society(sent[2:]), h)
+    assert isinstance(other, list) and other[0].event == events[2]  # parsed
+    assert other[0].event is not events[0] and len(h) == 0
