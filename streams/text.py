@@ -49,6 +49,7 @@ _SPACE_RE = re.compile(r"\s")
 K = textscan.K  # odd multiplier of the rolling hash
 MAX_N = 5  # n-gram lengths computed together (:meth:`Text.ngram_ids`); longer ones chained
 _CACHE_MAX = 1_000_000  # distinct tokens remembered (~100 B each); cleared when full
+_FEW = 8  # tokens added one by one (a column write a token), more a column at once
 
 
 
@@ -101,6 +102,7 @@ class _Vocab:
         self.starts = np.zeros(capacity, np.int64)
         self.lens = np.zeros(capacity, np.int64)
         self.chars = np.zeros(capacity * 8, np.uint8)
+        self.bytes = memoryview(self.chars)  # (written to from bytes without an array a token)
         self.used = 0  # bytes of ``chars`` taken
         # the hash table (two words a slot: :mod:`streams.textscan`), at most half full
         self.slots = np.zeros(2 * (capacity * 2), np.uint64)
@@ -110,12 +112,12 @@ class _Vocab:
         return self.slots, self.starts, self.lens, self.chars
 
     def add(self, tokens: list[str]) -> None:
-        """Add distinct tokens the cache does not hold (each column filled at once)."""
+        """Add distinct tokens the cache does not hold (each column filled at once, but for a
+        few tokens, written one by one: a numpy call a column costs more than a write)."""
         r0 = self.n
         r1 = self.n = r0 + len(tokens)
         encoded = [t.encode("utf-8") for t in tokens]
-        lens = np.fromiter(map(len, encoded), np.int64, len(tokens))
-        size = int(lens.sum())
+        size = sum(map(len, encoded))
         if r1 > len(self.tid):
             grow = max(r1, 2 * len(self.tid)) - len(self.tid)
             for name in ("strs", "tid", "isword", "nchars", "isalpha", "starts", "lens"):
@@ -125,17 +127,30 @@ class _Vocab:
         if self.used + size > len(self.chars):
             extra = max(self.used + size, 2 * len(self.chars)) - len(self.chars)
             self.chars = np.concatenate((self.chars, np.zeros(extra, np.uint8)))
-        # the id: blake2b's first 8 bytes, little-endian, signed (no Python int a token)
-        self.tid[r0:r1] = np.frombuffer(b"".join(
-            [hashlib.blake2b(b, digest_size=8).digest() for b in encoded]), "<i8")
-        self.isword[r0:r1] = [is_word(t) for t in tokens]
-        self.nchars[r0:r1] = np.fromiter(map(len, tokens), np.int64, len(tokens))
-        self.isalpha[r0:r1] = np.fromiter(map(str.isalpha, tokens), bool, len(tokens))
-        self.starts[r0:r1] = np.cumsum(lens) - lens + self.used
-        self.lens[r0:r1] = lens
-        self.chars[self.used:self.used + size] = np.frombuffer(b"".join(encoded), np.uint8)
-        self.used += size
-        self.strs[r0:r1] = tokens
+            self.bytes = memoryview(self.chars)
+        if len(tokens) <= _FEW:  # (a live text brings a token or two: one write a field)
+            used = self.used
+            for r, t, b in zip(range(r0, r1), tokens, encoded, strict=True):
+                self.tid[r] = int.from_bytes(hashlib.blake2b(b, digest_size=8).digest(),
+                                             "little", signed=True)
+                self.isword[r], self.nchars[r], self.isalpha[r] = is_word(t), len(t), t.isalpha()
+                self.starts[r], self.lens[r], self.strs[r] = used, len(b), t
+                self.bytes[used:used + len(b)] = b
+                used += len(b)
+            self.used = used
+        else:
+            # the id: blake2b's first 8 bytes, little-endian, signed (no Python int a token)
+            self.tid[r0:r1] = np.frombuffer(b"".join(
+                [hashlib.blake2b(b, digest_size=8).digest() for b in encoded]), "<i8")
+            self.isword[r0:r1] = [is_word(t) for t in tokens]
+            self.nchars[r0:r1] = np.fromiter(map(len, tokens), np.int64, len(tokens))
+            self.isalpha[r0:r1] = np.fromiter(map(str.isalpha, tokens), bool, len(tokens))
+            lens = np.fromiter(map(len, encoded), np.int64, len(tokens))
+            self.starts[r0:r1] = np.cumsum(lens) - lens + self.used
+            self.lens[r0:r1] = lens
+            self.chars[self.used:self.used + size] = np.frombuffer(b"".join(encoded), np.uint8)
+            self.used += size
+            self.strs[r0:r1] = tokens
         if 2 * r1 > len(self.slots) // 2:  # rehash every row into a table at most half full
             self.slots = np.zeros(2 << (2 * r1 - 1).bit_length(), np.uint64)
             r0 = 0
