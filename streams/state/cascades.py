@@ -52,7 +52,11 @@ cascades' store. The cascades' store has levels whose bounds grow geometrically 
 a merge inserts into the smallest (two runs sorted by cascade and agent, the known cascades' new
 adoptions and the new cascades', merged as they are inserted: :func:`insert_runs`), and a level
 over its bound goes into the next one in one pass (each adoption rewritten O(``GROWTH``) times a
-level, O(log adoptions) levels, each searched), so a flush does not rewrite every adoption ever
+level, O(log adoptions) levels, each searched; the merge goes in place, from the back, into
+the next level's buffer when it has room, :func:`merge_in_place`, else into a new buffer with
+room for twice the merged level when that has ``ROOM_MIN`` adoptions or more: a big growing level
+is rewritten in the pages it already has, not in fresh ones faulted in at every merge), so a
+flush does not rewrite every adoption ever
 taken (the periodic analysis flushes every ~10k texts: with one level, or two, that rewrite grew
 with the history). The buffer grows to a quarter of the cascades' store (at most 16 x
 ``flush_every`` pairs) before a merge.
@@ -83,8 +87,9 @@ adopter count, last adoption, block) plus a non-cascade's block in the pool: 4 b
 the block under twice its adoptions (the smallest capacity that holds them), free blocks at
 most a quarter of the pool and the pool at most a quarter over its used entries (~7 bytes an
 adoption of a non-cascade at 100k real-text events, where a sorted (id, text) store took 12);
-4 bytes per cascade adoption (its text) and 16 per cascade plus 4 a non-empty level
-of its store plus its words; 12
+4 bytes per cascade adoption (its text; a level's buffer has room for up to twice its
+adoptions, address space that no merge has written yet, not memory) and 16 per cascade plus 4 a
+non-empty level of its store plus its words; 12
 bytes per text (time and agent); the buffer (~10 bytes a buffered pair: word ids and the
 texts' word lists). When full, the n-grams that are not cascades with the fewest adopters
 (oldest first) are evicted down to ``evict_to`` x ``max_tracked``, with their adoptions (their
@@ -134,6 +139,7 @@ from streams.state.cascade_kernels import (
     exposures,
     gather_segments,
     insert_runs,
+    merge_in_place,
     merge_pairs,
     merge_segments,
     new_adoptions,
@@ -158,6 +164,7 @@ BYTES_PER_CASCADE = 8 + 4 + 4  # id, words number, words end
 BYTES_PER_LEVEL_CASCADE = 4  # a cascade's segment start in one level of its store
 MERGE_MIN = 1024  # cascade adoptions held in level 0 before a first merge
 GROWTH = 8  # a level's bound / the previous one's
+ROOM_MIN = 1 << 22  # adoptions from which a merged level gets room for as many again
 
 
 def kept_ngrams(text: Text, n_range: tuple[int, int] = (3, 5), max_stop_share: float = 0.5,
@@ -383,13 +390,31 @@ class _Cascades:
     adoption is rewritten O(GROWTH) times a level, O(log adoptions) levels: a flush costs
     O(its adoptions x log adoptions) amortised, whatever the store's size. Searched level by
     level; 4 bytes a cascade a level (uint32: under 2^32 adoptions) besides the 4 an adoption
-    (an empty level but the first has no segment starts: ``ptrs[i]`` empty)."""
+    (an empty level but the first has no segment starts: ``ptrs[i]`` empty).
 
-    __slots__ = ("evs", "ptrs")
+    A level's texts are the first entries of its buffer (``bufs[i]``; ``evs[i]`` is that
+    prefix): a merge into a level with room for both goes in place (:func:`merge_in_place`),
+    else into a new buffer (:func:`merge_segments`) with room for twice the merged adoptions
+    from ``ROOM_MIN`` of them (smaller levels are made afresh, as before: room for them too
+    measured slower in the pipeline at 300k events), so a big level growing by merges is
+    rewritten in the pages it already has, not in fresh ones faulted in at every merge. The
+    room is address space, not memory, until a merge writes it: a level only grows until it
+    is emptied (its buffer dropped), so the pages touched are its adoptions'. A pickle holds
+    the adoptions only."""
+
+    __slots__ = ("bufs", "evs", "ptrs")
 
     def __init__(self) -> None:
         self.evs = [np.empty(0, np.uint32)]
+        self.bufs = list(self.evs)
         self.ptrs = [np.zeros(1, np.uint32)]
+
+    def __getstate__(self) -> dict[str, list[np.ndarray]]:
+        return {"evs": self.evs, "ptrs": self.ptrs}
+
+    def __setstate__(self, state: dict[str, list[np.ndarray]]) -> None:
+        self.evs, self.ptrs = state["evs"], state["ptrs"]
+        self.bufs = list(self.evs)
 
     def __len__(self) -> int:
         return sum(len(ev) for ev in self.evs)
@@ -431,21 +456,29 @@ class _Cascades:
         if n:
             if len(self) + n >= 2**32:
                 raise ValueError("more than 2^32 cascade adoptions")
-            self.evs[0] = insert_runs(self.evs[0], self.ptrs[0], *run, *run2, text_agent)
+            self.evs[0] = self.bufs[0] = insert_runs(self.evs[0], self.ptrs[0], *run, *run2,
+                                                     text_agent)
         for level in range(len(self.evs)):
             if len(self.evs[level]) <= MERGE_MIN * GROWTH ** (level + 1):
                 break
-            ev, ptr = self.evs[level], self.ptrs[level]
+            ev, ptr, buf = self.evs[level], self.ptrs[level], self.bufs[level]
             if level + 1 == len(self.evs):
                 self.evs.append(ev)
+                self.bufs.append(buf)
                 self.ptrs.append(ptr)
             elif not len(self.evs[level + 1]):
-                self.evs[level + 1], self.ptrs[level + 1] = ev, ptr
+                self.evs[level + 1], self.bufs[level + 1], self.ptrs[level + 1] = ev, buf, ptr
             else:
-                self.evs[level + 1] = merge_segments(ev, ptr, self.evs[level + 1],
-                                                     self.ptrs[level + 1], text_agent)
+                held, into = len(self.evs[level + 1]), self.bufs[level + 1]
+                size = held + len(ev)
+                if len(into) >= size:
+                    merge_in_place(into, held, ev, ptr, self.ptrs[level + 1], text_agent)
+                else:
+                    into = merge_segments(ev, ptr, self.evs[level + 1], self.ptrs[level + 1],
+                                          text_agent, 2 * size if size >= ROOM_MIN else size)
+                self.bufs[level + 1], self.evs[level + 1] = into, into[:size]
                 self.ptrs[level + 1] = ptr + self.ptrs[level + 1]
-            self.evs[level] = np.empty(0, np.uint32)
+            self.evs[level] = self.bufs[level] = np.empty(0, np.uint32)
             self.ptrs[level] = np.zeros(len(ptr) if level == 0 else 0, np.uint32)
 
     def of(self, number: int) -> np.ndarray:

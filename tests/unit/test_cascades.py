@@ -136,7 +136,12 @@ def test_levelled_store_merges_exactly(reference, monkeypatch, merge_min: int, g
     levels (the smaller ones under their bounds): the same sizes, adopters and exposures."""
     monkeypatch.setattr(cascades, "MERGE_MIN", merge_min)
     monkeypatch.setattr(cascades, "GROWTH", growth)
+    monkeypatch.setattr(cascades, "ROOM_MIN", 0)  # merged levels get room from the first
+    in_place = []  # merges into a level's buffer with room (left by an earlier merge)
+    merge = cascades.merge_in_place
+    monkeypatch.setattr(cascades, "merge_in_place", lambda *a: in_place.append(merge(*a)))
     eng = run(CascadeConfig(min_adopters=3, flush_every=300))
+    assert in_place
     big = eng._big
     assert len(big.evs) >= levels and len(big.evs[-1]) > 0
     assert (sum(len(ev) > 0 for ev in big.evs) > 1) == (merge_min > 0)
@@ -400,11 +405,27 @@ def test_kernels_match_numpy() -> None:
     segs2 = [t[np.unique(text_agent[t], return_index=True)[1]] for t in segs2]
     ev2 = np.concatenate(segs2).astype(np.uint32)
     indptr2 = np.r_[0, np.cumsum([len(x) for x in segs2])].astype(np.uint32)
-    merged = kernels.merge_segments(ev, indptr, ev2, indptr2, text_agent)
+    merged = kernels.merge_segments(ev, indptr, ev2, indptr2, text_agent, 0)
+    assert len(merged) == len(ev) + len(ev2)
     for c in range(12):
         lo, hi = indptr[c] + indptr2[c], indptr[c + 1] + indptr2[c + 1]
         union = np.concatenate((segs[c], segs2[c]))
         assert merged[lo:hi].tolist() == union[np.argsort(text_agent[union])].tolist()
+    # the same in a new buffer with room, and in place into either level's (the first
+    # segments' adoptions of one level or of both left empty: they stay where they are)
+    roomy = kernels.merge_segments(ev, indptr, ev2, indptr2, text_agent, len(merged) + 7)
+    assert len(roomy) == len(merged) + 7 and np.array_equal(roomy[:len(merged)], merged)
+    for a, pa, b, pb in ((ev, indptr, ev2, indptr2), (ev2, indptr2, ev, indptr)):
+        for empty in (0, 3):
+            skip_a = pa.copy()
+            skip_a[:empty + 1] = 0
+            skip_a[empty + 1:] -= pa[empty]
+            a_ = a[pa[empty]:]
+            want = kernels.merge_segments(a_, skip_a, b, pb, text_agent, 0)
+            buf = np.full(len(a_) + len(b) + 5, 7, np.uint32)
+            buf[:len(b)] = b
+            kernels.merge_in_place(buf, len(b), a_, skip_a, pb, text_agent)
+            assert np.array_equal(buf[:len(want)], want) and (buf[len(want):] == 7).all()
     # a later level: only the pairs not found yet searched, the insertion points kept
     was, where = found.copy(), pos.copy()
     kernels.segment_find(ev2.copy(), indptr2, cno, agent, text_agent, found, pos, False, ci,
