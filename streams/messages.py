@@ -104,11 +104,7 @@ class Handoff:
         place = _HEAD.unpack_from(payload, len(MAGIC))[:2]
         if place in self.held:  # a record forwarded twice: its first batch is read first
             return
-        self.held[place] = (payload, [
-            f if f.vector is None and f.raw is not None else Forwarded(
-                f.event, None if f.vector is None else _revec(f.vector), f.partition, f.offset,
-                f.raw if f.raw is not None else f.event.model_dump_json().encode())
-            for f in items])
+        self.held[place] = (payload, [_forwarded_as_decoded(f) for f in items])
         self.size += len(items)
 
     def take(self, payload: bytes) -> list[Forwarded] | None:
@@ -271,6 +267,18 @@ class ActsHandoff:
             self.size -= len(self.held.pop(payload)[1])
 
 
+def _raw(f: Forwarded) -> bytes:
+    """The event's JSON as a society message carries it."""
+    return f.raw if f.raw is not None else f.event.model_dump_json().encode()
+
+
+def _forwarded_as_decoded(f: Forwarded) -> Forwarded:
+    """``f`` as :func:`decode_society` gives it back: its JSON, its vector through float16."""
+    if f.vector is None and f.raw is not None:
+        return f
+    return Forwarded(f.event, _revec(f.vector), f.partition, f.offset, _raw(f))
+
+
 def _as_decoded(a: Act) -> Act:
     """The act as :func:`decode_acts` gives it back: its vectors through their float16 bytes."""
     if a.vector is None and a.target_vector is None:
@@ -292,7 +300,7 @@ def encode_society(items: Sequence[Forwarded]) -> bytes:
     single reducer pays the broker's per-message cost once per batch, not once per event."""
     out = [MAGIC]
     for f in items:
-        raw = f.raw if f.raw is not None else f.event.model_dump_json().encode()
+        raw = _raw(f)
         vec = b"" if f.vector is None else quantise(f.vector, "float16").data
         out += (_HEAD.pack(f.partition, f.offset, len(raw), len(vec)), raw, vec)
     return b"".join(out)
