@@ -120,6 +120,9 @@ def pipeline_rows(old: Figures, new: Figures) -> list[tuple[str, str, str, str]]
     row("us/event, last window", lambda r: r["last_us"], us)
     row("  last / first (target <= 1.5)", lambda r: r["last_us"] / r["first_us"],
         lambda x: f"{x:.2f}")
+    row("  words an event, last / first window", lambda r: r["last_words"] / r["first_words"],
+        lambda x: f"{x:.2f}")
+    row("  us a word, last / first window", br.per_word_ratio, lambda x: f"{x:.2f}")
     row("peak RSS", lambda r: r["peak_rss"], br.mb)
     row("pickled pipeline state", lambda r: r["pickle"], br.mb)
     row("held RSS after the run (gc, malloc_trim)", lambda r: r.get("held_rss"), br.mb)

@@ -14,12 +14,13 @@ in its own child process (a clean peak RSS):
 * ``pipeline``: ``Pipeline(PipelineConfig(embed=False))`` driven as the replay drives it
   (``update`` then ``advance()`` each event: engines expire and detectors evaluate once per 10 s
   of event time); per-event cost over the first and the last window of ``--events / 10`` events
-  (at least 100k at the default 1 M: "at 100k and at 1 M"); peak RSS; each engine's pickled state
-  (the checkpoint's bytes) and the memory extrapolated to a Moltbook peak day. The memory
-  figure is the live state: after the run, the chunks freed, every object each engine and
-  detector references, each counted once (``sys.getsizeof`` over the object graph), and the
-  RSS then held (after a collection and ``malloc_trim``); the live state's growth is what
-  scales to the peak day;
+  (at least 100k at the default 1 M: "at 100k and at 1 M"), with the texts and words an event in
+  those windows and the ratio per word (the stream's mix shifts: :class:`Mark`); peak RSS; each
+  engine's pickled state (the checkpoint's bytes) and the memory extrapolated to a Moltbook peak
+  day. The memory figure is the live state: after the run, the chunks freed, every object each
+  engine and detector references, each counted once (``sys.getsizeof`` over the object graph),
+  and the RSS then held (after a collection and ``malloc_trim``); the live state's growth is
+  what scales to the peak day;
 * ``shares``: the same pipeline with each engine and detector timed in place: its share of the
   pipeline's time (target: none over 25 %);
 * ``alone``: each engine and each detector on its own, driven through the Engine contract
@@ -59,7 +60,7 @@ from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 from types import BuiltinFunctionType, CodeType, FunctionType, MethodType, ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -87,6 +88,28 @@ PEAK_DAY = {"posts": 200_000, "comments": 500_000, "agents": 100_000}
 MEMORY_BUDGET = 4 * 2**30
 # Engines that read another engine's state, fed untimed before them when run alone.
 NEEDS = {"cascades": ("influence",), "roles": ("influence",)}
+
+
+class Mark(NamedTuple):
+    """Where the run stood after a chunk: events, busy CPU seconds and event time, and the
+    texts (posts, comments) and their words (whitespace-separated) so far. The stream's mix
+    shifts as it goes: early on a quarter of the events are new agents' registrations, later
+    nearly none, and texts grow from ~0.5 to ~0.7 an event. Most of the pipeline's work is a
+    text's or a word's, so beside the per-event ratio of the last window to the first the
+    report gives the per-word one: the growth with history once that shift is taken out (the
+    issue's "amortised O(tokens of the event)")."""
+
+    events: int
+    busy: float
+    time: float
+    texts: int
+    words: int
+
+
+def per_word_ratio(r: dict[str, Any]) -> float:
+    """us a word of the last window over the first's."""
+    return ((r["last_us"] / max(r["last_words"], 1e-9))
+            / (r["first_us"] / max(r["first_words"], 1e-9)))
 
 
 def rss_bytes() -> int:
@@ -223,13 +246,16 @@ def child_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     base_rss_held = held_rss()
     n, window = 0, max(1, args.events // 10)
     busy = 0.0
-    marks: list[tuple[int, float, float]] = []  # (events, busy seconds, event time)
+    # (events, busy seconds, event time, texts, words): the texts and their words, counted
+    # untimed, say how the stream's mix shifts between the windows (Mark's docstring)
+    marks: list[Mark] = []
     size = min(args.chunk, window)  # the windows' edges fall on chunk edges
     alerts: list[Any] = []
+    texts = words = 0
     for chunk in chunks(args.text, args.events, args.seed, args.scale, size, gen,
                         args.flat):
         if not marks:
-            marks.append((0, 0.0, chunk[0].event_time.timestamp()))
+            marks.append(Mark(0, 0.0, chunk[0].event_time.timestamp(), 0, 0))
         t0 = time.process_time()
         for e in chunk:
             p.update(e)
@@ -237,7 +263,11 @@ def child_pipeline(args: argparse.Namespace) -> dict[str, Any]:
                 alerts += out
         busy += time.process_time() - t0
         n += len(chunk)
-        marks.append((n, busy, chunk[-1].event_time.timestamp()))
+        for e in chunk:
+            if e.kind in ("post", "comment"):
+                texts += 1
+                words += len(e.text.split())
+        marks.append(Mark(n, busy, chunk[-1].event_time.timestamp(), texts, words))
         del chunk
     alerts += p.close()
     peak_rss = rss_bytes()  # before this bench pickles the state below
@@ -247,12 +277,15 @@ def child_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     a, b = marks[0], next(m for m in marks if m[0] >= window)
     c, d = next(m for m in reversed(marks) if m[0] <= n - window), marks[-1]
 
-    def cost(x: tuple[int, float, float], y: tuple[int, float, float]) -> tuple[float, float]:
-        """us an event and events an hour of event time between two marks."""
-        k = max(y[0] - x[0], 1)
-        return (y[1] - x[1]) / k * 1e6, k / max(y[2] - x[2], 1e-9) * 3600
+    def cost(x: Mark, y: Mark) -> tuple[float, float, float, float]:
+        """us an event, events an hour of event time, texts an event and words an event
+        between two marks."""
+        k = max(y.events - x.events, 1)
+        return ((y.busy - x.busy) / k * 1e6, k / max(y.time - x.time, 1e-9) * 3600,
+                (y.texts - x.texts) / k, (y.words - x.words) / k)
 
-    (first, first_pace), (last, last_pace) = cost(a, b), cost(c, d)
+    (first, first_pace, first_texts, first_words), (last, last_pace, last_texts, last_words) = (
+        cost(a, b), cost(c, d))
     states = pickled_sizes(p)
     empty = pickled_sizes(make_pipeline())
     try:
@@ -263,6 +296,8 @@ def child_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     return {"events": n, "seconds": busy, "rate": n / busy, "gen_seconds": gen[0],
             "first_us": first, "last_us": last, "window": window,
             "first_pace": first_pace, "last_pace": last_pace,
+            "first_texts": first_texts, "last_texts": last_texts,
+            "first_words": first_words, "last_words": last_words,
             "peak_rss": peak_rss, "base_rss": base_rss, "states": states, "pickle": whole,
             "checkpoint_overhead": streamed, "held_rss": held, "base_held_rss": base_held,
             "live": live, "live_empty": live_empty,
@@ -575,6 +610,9 @@ def report(args: argparse.Namespace, res: dict[str, dict[str, dict[str, Any]]]) 
         lambda r: f"{r['last_us']:.1f} ({r['last_us'] / r['first_us']:.2f}x)")
     row("  pace in those windows, events/h",
         lambda r: f"{r['first_pace']:,.0f} -> {r['last_pace']:,.0f}")
+    row("  texts an event in them", lambda r: f"{r['first_texts']:.2f} -> {r['last_texts']:.2f}")
+    row("  words an event in them", lambda r: f"{r['first_words']:.1f} -> {r['last_words']:.1f}")
+    row("us a word, last / first window", lambda r: f"{per_word_ratio(r):.2f}x")
     row("generation (not timed above), events/s",
         lambda r: f"{r['events'] / r['gen_seconds']:,.0f}")
     row("peak RSS", lambda r: mb(r["peak_rss"]))
