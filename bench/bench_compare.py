@@ -168,6 +168,8 @@ def main() -> None:
                     help="rate and population scale (default: the normal + peak day in --events)")
     ap.add_argument("--chunk", type=int, default=50_000, help="events generated at a time")
     ap.add_argument("--flat", action="store_true", help="every day at the peak pace")
+    ap.add_argument("--unique", action="store_true",
+                    help="every text made unique by a word of its own (bench_realtext --unique)")
     args = ap.parse_args()
     if args.quick:
         args.events = 100_000
@@ -191,7 +193,8 @@ def main() -> None:
           f"({br.ROOT})\n"
           + (f"old on {args.base_python}, new on {sys.executable}\n"
              if args.base_python != sys.executable else "")
-          + f"{args.events:,} {args.text}-text events, scale {args.scale:.3f}, seed "
+          + f"{args.events:,} {args.text}-text events"
+          f"{', every text unique' if args.unique else ''}, scale {args.scale:.3f}, seed "
           f"{args.seed}, {args.repeat} round(s), {time.perf_counter() - t0:.0f} s wall")
     old, new = res["old"], res["new"]
     if "pipeline" in args.parts:

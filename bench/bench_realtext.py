@@ -199,12 +199,15 @@ def live_parts(p: Any) -> dict[str, dict[str, int]]:
 
 
 def chunks(text: str, n: int, seed: int, scale: float, size: int,
-           gen_time: list[float], flat: bool = False) -> Iterator[list[Event]]:
+           gen_time: list[float], flat: bool = False, unique: bool = False,
+           ) -> Iterator[list[Event]]:
     """The stream in lists of ``size``; generation time is added to ``gen_time[0]``.
-    ``flat``: every day at the peak day's pace."""
+    ``flat``: every day at the peak day's pace; ``unique``: every background text made unique
+    (:class:`bench.realtext.RealTextConfig` ``unique_texts``)."""
     corpus = realtext.load_corpus() if text == "real" else realtext.simulator_corpus(seed)
-    extra = {"normal_share": 1.0} if flat else {}
-    it = realtext.stream(n, seed=seed, scale=scale, corpus=corpus, **extra)
+    extra: dict[str, Any] = {"normal_share": 1.0} if flat else {}
+    it = realtext.stream(n, seed=seed, scale=scale, corpus=corpus, unique_texts=unique,
+                         **extra)
     while True:
         t0 = time.process_time()
         chunk = list(islice(it, size))
@@ -253,7 +256,7 @@ def child_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     alerts: list[Any] = []
     texts = words = 0
     for chunk in chunks(args.text, args.events, args.seed, args.scale, size, gen,
-                        args.flat):
+                        args.flat, args.unique):
         if not marks:
             marks.append(Mark(0, 0.0, chunk[0].event_time.timestamp(), 0, 0))
         t0 = time.process_time()
@@ -379,7 +382,7 @@ def child_shares(args: argparse.Namespace) -> dict[str, Any]:
     gen = [0.0]
     busy, n = 0.0, 0
     for chunk in chunks(args.text, args.events, args.seed, args.scale, args.chunk, gen,
-                        args.flat):
+                        args.flat, args.unique):
         t0 = time.process_time()
         for e in chunk:
             p.update(e)
@@ -407,7 +410,7 @@ def child_alone(args: argparse.Namespace) -> dict[str, Any]:
     gen = [0.0]
     build, n = 0.0, 0
     for chunk in chunks(args.text, args.events, args.seed, args.scale, args.chunk, gen,
-                        args.flat):
+                        args.flat, args.unique):
         t0 = time.process_time()
         items = [Item.of(e, None) for e in chunk]
         build += time.process_time() - t0
@@ -506,7 +509,7 @@ def child_memory(args: argparse.Namespace) -> dict[str, Any]:
     tracemalloc.start(TRACE_FRAMES)
     n = 0
     for chunk in chunks(args.text, args.events, args.seed, args.scale, args.chunk, [0.0],
-                        args.flat):
+                        args.flat, args.unique):
         for e in chunk:
             p.update(e)
             p.advance()
@@ -571,7 +574,8 @@ def run_child(part: str, text: str, args: argparse.Namespace,
     interpreter it runs on (default: this process's)."""
     cmd = [python or sys.executable, __file__, "--child", part, "--text", text, "--events",
            str(args.events), "--seed", str(args.seed), "--scale", repr(args.scale),
-           "--chunk", str(args.chunk), *(["--flat"] if args.flat else [])]
+           "--chunk", str(args.chunk), *(["--flat"] if args.flat else []),
+           *(["--unique"] if args.unique else [])]
     env = {**os.environ, TREE_ENV: str(tree or TREE)}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -593,7 +597,8 @@ def report(args: argparse.Namespace, res: dict[str, dict[str, dict[str, Any]]]) 
     cols = "".join(f"{t + ' text':>18}" for t in texts)
     days = "every day at the peak pace" if args.flat else "a normal day + the peak day"
     print(f"\n{args.events:,} events a stream, scale {args.scale:.3f} ({days} at "
-          f"{args.scale:.3f} x Moltbook's), seed {args.seed}")
+          f"{args.scale:.3f} x Moltbook's), seed {args.seed}"
+          + (", every text made unique (--unique)" if args.unique else ""))
     print(f"\n== whole Pipeline(embed=False)                 {cols}")
     pipe = {t: res[t].get("pipeline", {}) for t in texts}
 
@@ -812,6 +817,10 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=50_000, help="events generated at a time")
     ap.add_argument("--flat", action="store_true",
                     help="every day at the peak pace (per-event cost vs history alone)")
+    ap.add_argument("--unique", action="store_true",
+                    help="every text made unique by a word of its own: no verbatim repeat, "
+                         "new tokens and n-grams in each (a live stream repeats far less than "
+                         "the resampled corpus)")
     ap.add_argument("--only", choices=("real", "sim"), default=None)
     ap.add_argument("--parts", default="pipeline,shares,alone")
     ap.add_argument("--json", action="store_true", help="also print the raw figures as JSON")

@@ -5,7 +5,9 @@ Everything the stream says comes from the real data of ``../shared/data/moltbook
 
 * texts: every real post (title, body, submolt; verbatim repeats kept, so the verbatim filter
   meets the real duplication) and every real comment text (the comment trees of the post answers
-  plus the agents' archived recent comments), resampled whole, never edited;
+  plus the agents' archived recent comments), resampled whole, never edited (``unique_texts``:
+  a word of its own put first in each, the bound for a live stream, which repeats far less
+  than this resampling: every text then brings new tokens and n-grams);
 * authors: a population of ``active_agents * scale`` agents whose activity weights follow a
   Pareto law with the exponent fitted (discrete power-law maximum likelihood, xmin = 1) to the
   real per-author counts of posts and comments; the real share of null-author posts
@@ -211,6 +213,7 @@ class RealTextConfig:
     flood_start_s: float = DAY + 14 * 3600.0
     flood_duration_s: float = 1800.0
     start: datetime = DEFAULT_START
+    unique_texts: bool = False  # a word of its own first in every background text (unique)
 
     def posts_per_day(self, day: int) -> float:
         return self.peak_posts * self.scale * (1.0 if day == 1 else self.normal_share)
@@ -322,7 +325,7 @@ class RealTextStream:
         when = self._at(t)
         yield PostEvent.model_construct(
             id=f"post:{pid}", event_time=when, observed_at=when, source=SOURCE, post_id=pid,
-            author=author, submolt=submolt, title=title, content=content)
+            author=author, submolt=submolt, title=self._unique(title), content=content)
         self._target("post", pid, pid)
         if rng.random() < self._p_tree:
             shape = corpus.trees[rng.randrange(len(corpus.trees))]
@@ -355,8 +358,18 @@ class RealTextStream:
         yield CommentEvent.model_construct(
             id=f"comment:{cid}", event_time=when, observed_at=when, source=SOURCE,
             comment_id=cid, post_id=th.post_id, parent_id=parent_id, author=name,
-            reply_to=reply_to, post_author=th.author, content=content, depth=depth)
+            reply_to=reply_to, post_author=th.author, content=self._unique(content),
+            depth=depth)
         self._target("comment", cid, th.post_id)
+
+    def _unique(self, text: str) -> str:
+        """``text``, or with ``unique_texts`` a word of its own first (``q<hex>z``: the
+        background texts' count, so no random draw moves and the stream is otherwise the
+        same): no verbatim repeat, new tokens and new n-grams in every text."""
+        if not self.config.unique_texts:
+            return text
+        self._texts += 1
+        return f"q{self._texts:x}z {text}"
 
     def _target(self, kind: str, target_id: str, post_id: str) -> None:
         self._targets.append([kind, target_id, post_id, 0, 0])
@@ -422,7 +435,7 @@ class RealTextStream:
         cfg, corpus = self.config, self.corpus
         self._rng = random.Random(cfg.seed)
         self._t0 = cfg.start
-        self._seq = 0
+        self._seq = self._texts = 0
         self._heap: list[tuple[float, int, int, object]] = []
         n_agents = max(100, round(cfg.active_agents * cfg.scale))
         alpha = corpus.activity_alpha

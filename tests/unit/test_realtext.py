@@ -74,6 +74,27 @@ def test_deterministic_by_seed() -> None:
     assert [e.model_dump() for e in s] == [e.model_dump() for e in s] == a  # replays
 
 
+def test_unique_texts_change_only_the_texts(run: tuple[Any, list[Event]]) -> None:
+    stream, plain = run
+    unique = list(realtext.RealTextStream(
+        realtext.RealTextConfig(seed=3, scale=realtext.scale_for(N), unique_texts=True),
+        max_events=N))
+    def rest(e: Event) -> dict[str, Any]:  # all but the field that carries the word
+        return e.model_dump(exclude={"title"} if isinstance(e, PostEvent) else {"content"})
+
+    assert [rest(e) for e in plain] == [rest(e) for e in unique]
+    flood = set(stream.flood.posts)
+    texts = [(a.text, b.text) for a, b in zip(plain, unique, strict=True)
+             if isinstance(a, PostEvent | CommentEvent) and a.post_id not in flood
+             or isinstance(a, CommentEvent)]
+    assert flood and all(a.text == b.text for a, b in zip(plain, unique, strict=True)
+                         if isinstance(a, PostEvent) and a.post_id in flood)
+    assert len({b for _, b in texts}) == len(texts) > len({a for a, _ in texts})
+    for k, (a, b) in enumerate(texts, 1):  # a word of its own first, in order
+        word = f"q{k:x}z "
+        assert b.startswith(word) and b[len(word):].strip() == a.strip()
+
+
 def test_only_real_texts_and_valid_events(run: tuple[Any, list[Event]]) -> None:
     _, events = run
     real = plain_real_texts()
