@@ -20,8 +20,9 @@ bounded:
   (64) uniform pivots with networkx's scaling: each pivot adds one term in [0, 1] per agent,
   so by Hoeffding an agent's estimate is within sqrt(ln(2/0.05) / (2k)) = 0.17 of the exact
   normalised value with 95 % probability (k = 64; typically far closer: tests);
-- clustering: exact, every agent's triangles by the forward algorithm as sparse products
-  (:func:`clustering`), ``STEP_PAIRS`` oriented pairs a step, O(m^1.5) at worst for m pairs;
+- clustering: exact, the (sampled) agents' triangles by the forward algorithm as sparse
+  products (:func:`clustering`), ``STEP_PAIRS`` oriented pairs a step, O(m^1.5) at worst for
+  m pairs, the sampled rows' share of that when sampled;
 - k-means on the (sampled) agents, silhouette on at most ``silhouette_sample`` of them, both
   on one thread (``threadpool_limits(1)``): the reducer owns one core, and scikit-learn's
   OpenMP Lloyd loop on a shared 2-core machine spent most of a run waiting on its threads
@@ -30,9 +31,11 @@ bounded:
   (:func:`silhouette`, scikit-learn's figure from one product by the labels' indicator).
 
 Run cost: about 0.27 s on the real-text benchmark stream's cumulative graph (7,200 agents,
-45k pairs; it was 0.58 s), spread by :meth:`RolesEngine.expire` over ~25 ticks of at most
-~0.05 s each (one step a tick: set-up and PageRank, ``STEP_PIVOTS`` betweenness pivots, the
-clustering coefficients, or one k of k-means); with the growth cadence well under 1 us an
+45k pairs; it was 0.58 s), 0.52 s on its graph at a million events (72k agents, 448k pairs:
+0.74 s when every agent's triangles were counted, not only the sample's), spread by
+:meth:`RolesEngine.expire` over ~25 ticks of at most ~0.05 s each (one step a tick: set-up
+and PageRank, ``STEP_PIVOTS`` betweenness pivots, a block of the clustering coefficients, or
+one k of k-means); with the growth cadence well under 1 us an
 event amortised at a million events a day. State kept between runs: the last result and one
 role label per clustered agent; during a run, a copy of the graph's arrays as of its start
 (20 bytes a pair): a run in progress is a generator, which a pickle cannot hold, so a
@@ -117,21 +120,27 @@ def _betweenness_scale(bc: np.ndarray, n: int, pivots: np.ndarray | None) -> np.
     return bc * scale
 
 
-def clustering(out: sp.csr_matrix) -> np.ndarray:
-    """Clustering coefficient of every agent in the undirected simple graph of ``out`` (the
-    directed adjacency), networkx's ``clustering``: 2 T / (deg (deg - 1)), T the triangles
-    through the agent (:func:`_clustering_steps` in one go)."""
-    return _drain(_clustering_steps(out))
+def clustering(out: sp.csr_matrix, rows: np.ndarray | None = None) -> np.ndarray:
+    """Clustering coefficient of every agent (or of the agents ``rows``, in that order) in the
+    undirected simple graph of ``out`` (the directed adjacency), networkx's ``clustering``:
+    2 T / (deg (deg - 1)), T the triangles through the agent (:func:`_clustering_steps` in
+    one go)."""
+    return _drain(_clustering_steps(out, rows))
 
 
-def _clustering_steps(out: sp.csr_matrix) -> Steps:
+def _clustering_steps(out: sp.csr_matrix, rows: np.ndarray | None = None) -> Steps:
     """:func:`clustering` as bounded steps. Triangles are counted once each by the forward
     algorithm in sparse products: edges oriented from lower to higher (degree, index) rank, B;
     a triangle u < v < w is the one entry (u, w) of (B B) o B with v in the middle, so u's and
     w's counts are that matrix's row and column sums and v's the row sums of (B^T B) o B.
     Rows go in blocks of about ``STEP_PAIRS`` oriented edges, a step each; a block's work is
     at most its edges x sqrt(2m) (each out-degree of B is at most sqrt(2m)): O(m^1.5) in all
-    at worst. Exact integers whatever the blocks."""
+    at worst. Exact integers whatever the blocks.
+
+    Given ``rows`` (a sample of the agents), only their triangles are counted, each row's
+    three terms from its own rows of the products: as u, (B B) o B; as v, (B^T B) o B; as w,
+    (B^T B) o B^T (the pairs u -> w, u -> v with v -> w). The work is the sampled rows' share
+    of the products, and the steps are the same blocks (a block does its sampled rows)."""
     n = out.shape[0]
     und = (out + out.T).tocoo()
     simple = und.row != und.col
@@ -144,20 +153,30 @@ def _clustering_steps(out: sp.csr_matrix) -> Steps:
     bt = b.T.tocsr()
     tri = np.zeros(n)
     cuts = np.searchsorted(b.indptr, np.arange(STEP_PAIRS, b.nnz, STEP_PAIRS))
+    ordered = None if rows is None else np.sort(rows)
     for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, n], strict=True):
         if hi <= lo:
             continue
-        rows = b[lo:hi]
-        ends = (rows @ b).multiply(rows)  # rows lo..hi of (B B) o B
-        middle = (bt[lo:hi] @ b).multiply(rows)  # rows lo..hi of (B^T B) o B
-        tri[lo:hi] += (np.asarray(ends.sum(axis=1)).ravel()
-                       + np.asarray(middle.sum(axis=1)).ravel())
-        tri += np.asarray(ends.sum(axis=0)).ravel()
+        if ordered is None:
+            block = b[lo:hi]
+            ends = (block @ b).multiply(block)  # rows lo..hi of (B B) o B
+            middle = (bt[lo:hi] @ b).multiply(block)  # rows lo..hi of (B^T B) o B
+            tri[lo:hi] += (np.asarray(ends.sum(axis=1)).ravel()
+                           + np.asarray(middle.sum(axis=1)).ravel())
+            tri += np.asarray(ends.sum(axis=0)).ravel()
+        else:
+            these = ordered[np.searchsorted(ordered, lo):np.searchsorted(ordered, hi)]
+            if len(these):
+                down, back = b[these], bt[these]
+                shared = back @ b  # rows of B^T B
+                tri[these] += (np.asarray((down @ b).multiply(down).sum(axis=1)).ravel()
+                               + np.asarray(shared.multiply(down).sum(axis=1)).ravel()
+                               + np.asarray(shared.multiply(back).sum(axis=1)).ravel())
         yield
     coef = np.zeros(n)
     two = deg > 1
     coef[two] = 2 * tri[two] / (deg[two] * (deg[two] - 1))
-    return coef
+    return coef if rows is None else coef[rows]
 
 
 Arrays = tuple[list[str], np.ndarray, np.ndarray, np.ndarray]
@@ -230,8 +249,11 @@ def _feature_steps(source: InteractionGraph | Mapping[Pair, int] | Arrays,
     out_deg = np.diff(out.indptr)
     chosen = (np.arange(n) if n <= cfg.sample else rng.choice(n, cfg.sample, replace=False))
     chosen = sorted(chosen.tolist(), key=names.__getitem__)
-    clus = (yield from _clustering_steps(out))[chosen]
     idx = np.array(chosen, dtype=np.int64)
+    # the sampled agents' coefficients only (the others' are never read)
+    clus = yield from _clustering_steps(out, idx if n > cfg.sample else None)
+    if n <= cfg.sample:
+        clus = clus[idx]
     x = np.column_stack([in_deg[idx], out_deg[idx], btw[idx], clus, pr[idx]]).astype(np.float64)
     return [names[i] for i in chosen], x
 

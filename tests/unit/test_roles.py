@@ -200,6 +200,35 @@ def test_clustering_in_small_steps_equals_networkx(monkeypatch) -> None:
     assert np.allclose(got, [want[a] for a in names], rtol=0, atol=1e-12)
 
 
+def test_clustering_of_sampled_rows_equals_every_agents_in_the_same_steps(monkeypatch) -> None:
+    """The sampled agents' coefficients alone (their rows of the products): the same floats
+    as every agent's taken at those rows, in as many steps (a run keeps its tick count)."""
+    from streams.state import roles
+
+    monkeypatch.setattr(roles, "STEP_PAIRS", 200)
+    g = InteractionGraph()
+    for e in synthetic_interactions(6000, 700, timedelta(hours=5), seed=5):
+        g.add(e)
+    names, src, dst, _ = g.arrays()
+    n = len(names)
+    out = sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
+    rows = np.random.default_rng(1).choice(n, 150, replace=False)
+    every, some = roles._clustering_steps(out), roles._clustering_steps(out, rows)
+    counts = []
+    for steps in (every, some):
+        taken = 0
+        while True:
+            try:
+                next(steps)
+                taken += 1
+            except StopIteration as stop:
+                counts.append((taken, stop.value))
+                break
+    assert counts[0][0] == counts[1][0] > 10
+    assert np.array_equal(counts[1][1], counts[0][1][rows])
+    assert counts[1][1].max() > 0
+
+
 def _brandes_numpy(indptr: np.ndarray, indices: np.ndarray, n: int,
                    sources: np.ndarray) -> np.ndarray:
     """Brandes level-synchronous in NumPy (each level's path counts and dependencies added by
