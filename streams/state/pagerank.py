@@ -50,7 +50,7 @@ import numpy as np
 
 from streams.state.base import Item, Sample, Snapshot
 from streams.state.graph import Interaction, InteractionGraph, Pair, day_label
-from streams.state.pagerank_kernels import power_iterate, window_apply
+from streams.state.pagerank_kernels import power_iterate, transitions, window_apply
 
 TOP_KS = (1, 3, 5, 10)
 
@@ -83,7 +83,7 @@ def pagerank_arrays(src: np.ndarray, dst: np.ndarray, w: np.ndarray, n: int,
     if n == 0:
         return np.zeros(0)
     src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
-    outw = np.bincount(src, weights=w, minlength=n)
+    outw, coef = transitions(src, w.astype(np.float64, copy=False), n, False)
     dangling = np.flatnonzero(outw == 0)
     if start is None or len(start) != n or not start.sum() > 0:
         p = np.full(n, 1.0 / n)
@@ -91,8 +91,7 @@ def pagerank_arrays(src: np.ndarray, dst: np.ndarray, w: np.ndarray, n: int,
         p = start / start.sum()
     # the product of P^T (entries w / outw[src] at (dst, src)) summed in edge order, as the
     # COO product did: the kernel's floats are the NumPy iteration's
-    return power_iterate(src, dst, w / outw[src], p, dangling, np.ones(n), alpha, n, tol,
-                         max_iter)[0]
+    return power_iterate(src, dst, coef, p, dangling, np.ones(n), alpha, n, tol, max_iter)[0]
 
 
 def top_mass(values_desc: Sequence[float], ks: Sequence[int] = TOP_KS) -> dict[int, float]:
@@ -360,8 +359,7 @@ class WindowPageRank:
             # nothing); COO: the product runs straight over the slots, no sort into CSR
             hi = self._hi
             es, ed, ew = self._es[:hi], self._ed[:hi], self._ew[:hi]
-            outw = np.bincount(es, weights=ew, minlength=size)
-            coef = np.divide(ew, outw[es], out=np.zeros_like(ew), where=ew > 0)
+            outw, coef = transitions(es, ew, size, True)
             dangling_at = np.flatnonzero(alive & (outw == 0))
             p = self._p[:size].copy()
             p[alive & (p == 0)] = 1.0 / n  # fresh nodes

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streams.kernels import B1, F64, FLOAT, I64, INT
+from streams.kernels import B1, BOOL, F64, FLOAT, I64, INT
 
 
 @numba.njit(cache=True)
@@ -90,6 +90,23 @@ def pairwise_sum(a: np.ndarray, lo: int, n: int) -> float:
         left[top - 1] = res
         half = ns[top]
         los[top], ns[top], on_right[top] = los[top - 1] + half, ns[top - 1] - half, True
+
+
+@numba.njit([(I64, F64, INT, BOOL)], cache=True, error_model="numpy")
+def transitions(src: np.ndarray, w: np.ndarray, n: int,
+                skip_empty: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(each node's out-weight, each edge's coefficient ``w / outweight[src]``) in two passes
+    and no temporary: the out-weights are ``np.bincount(src, weights=w, minlength=n)`` (added
+    in edge order, as it adds), the coefficients NumPy's division, 0.0 where ``w`` is not
+    positive when ``skip_empty`` (``np.divide(..., where=w > 0)`` into zeros: an emptied slot).
+    ``src`` must lie in 0..n-1."""
+    outw = np.zeros(n)
+    for k in range(len(src)):
+        outw[src[k]] += w[k]
+    coef = np.empty(len(src))
+    for k in range(len(src)):
+        coef[k] = 0.0 if skip_empty and not w[k] > 0 else w[k] / outw[src[k]]
+    return outw, coef
 
 
 @numba.njit([(I64, I64, F64, F64, I64, F64, FLOAT, INT, FLOAT, INT)], cache=True)

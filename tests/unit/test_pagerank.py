@@ -24,7 +24,7 @@ from streams.state.pagerank import (
     summarise_vector,
     top_mass,
 )
-from streams.state.pagerank_kernels import pairwise_sum
+from streams.state.pagerank_kernels import pairwise_sum, transitions
 from tests.unit.collective_data import thread_events
 from tests.unit.hashseeds import under_hash_seeds
 
@@ -316,6 +316,22 @@ def test_pairwise_sum_is_numpys_sum() -> None:
         assert pairwise_sum(a, 0, n) == a.sum()
         if n > 3:
             assert pairwise_sum(a, 3, n - 3) == a[3:].sum()
+
+
+def test_transitions_are_numpys_out_weights_and_division() -> None:
+    """The fused kernel's out-weights and coefficients, float for float: np.bincount's sums
+    and the plain division, or the division masked to the positive weights (emptied slots)."""
+    rng = np.random.default_rng(5)
+    for n, m in ((1, 3), (50, 400), (3000, 20_000)):
+        src = rng.integers(0, n, m)
+        w = rng.integers(0, 4, m).astype(np.float64) * rng.choice([1.0, 0.3], m)
+        outw = np.bincount(src, weights=w, minlength=n)
+        got_w, got_plain = transitions(src, w, n, False)
+        assert np.array_equal(got_w, outw)
+        with np.errstate(invalid="ignore"):
+            assert np.array_equal(got_plain, w / outw[src], equal_nan=True)
+        masked = np.divide(w, outw[src], out=np.zeros_like(w), where=w > 0)
+        assert np.array_equal(transitions(src, w, n, True)[1], masked)
 
 
 def test_window_pagerank_by_graph_keys_is_the_one_by_names() -> None:
