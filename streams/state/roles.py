@@ -31,7 +31,7 @@ bounded:
   (:func:`silhouette`, scikit-learn's figure from one product by the labels' indicator).
 
 Run cost: about 0.27 s on the real-text benchmark stream's cumulative graph (7,200 agents,
-45k pairs; it was 0.58 s), 0.52 s on its graph at a million events (72k agents, 448k pairs:
+45k pairs; it was 0.58 s), 0.50 s on its graph at a million events (72k agents, 448k pairs:
 0.74 s when every agent's triangles were counted, not only the sample's), spread by
 :meth:`RolesEngine.expire` over ~25 ticks of at most ~0.05 s each (one step a tick: set-up
 and PageRank, ``STEP_PIVOTS`` betweenness pivots, a block of the clustering coefficients, or
@@ -105,8 +105,8 @@ def _brandes(indptr: np.ndarray, indices: np.ndarray, n: int,
              sources: np.ndarray) -> np.ndarray:
     """Unscaled Brandes dependencies summed over ``sources``: one BFS a source, level by
     level (:func:`streams.state.pagerank_kernels.brandes`, compiled)."""
-    return brandes(indptr.astype(np.int64), indices.astype(np.int64), n,
-                   np.asarray(sources, np.int64))
+    return brandes(indptr.astype(np.int32, copy=False), indices.astype(np.int32, copy=False),
+                   n, np.asarray(sources, np.int64))
 
 
 def _betweenness_scale(bc: np.ndarray, n: int, pivots: np.ndarray | None) -> np.ndarray:
