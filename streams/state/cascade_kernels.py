@@ -19,7 +19,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streams.kernels import B1, BOOL, F64, FLOAT, I64, INT, U32, U64, UINT
+from streams.kernels import B1, BOOL, F64, FLOAT, I64, INT, U32, U64, UINT, prefetch
 
 AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption's key
 
@@ -920,3 +920,193 @@ def exposure_batch(texts: np.ndarray, offsets: np.ndarray, text_agent: np.ndarra
             first_time[first[i] + j] = times[a]
             first_exp[first[i] + j] = np.int32(k_ad[a] if gi[a] >= 0 else -1)
     return agents_k, adopted_k, counted, first, first_agent, first_time, first_exp
+
+
+# ----------------------------------------------------------------------------------------------
+# the cascades' adopter filters: a blocked Bloom filter a cascade (:class:`_Cascades`)
+# ----------------------------------------------------------------------------------------------
+@numba.njit(cache=True, inline="always")
+def _agent_hash(a: np.int64) -> np.uint64:
+    """An agent index mixed into 64 bits (splitmix64's finaliser): the word of a cascade's
+    run from the top bits, the two bits set in it from the low 12."""
+    z = np.uint64(a) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True, inline="always")
+def _agent_bits(h: np.uint64) -> np.uint64:
+    """The three bits of a hashed agent in its word."""
+    m = np.uint64(63)
+    return ((np.uint64(1) << (h & m)) | (np.uint64(1) << ((h >> np.uint64(6)) & m))
+            | (np.uint64(1) << ((h >> np.uint64(12)) & m)))
+
+
+FILTER_AHEAD = 16  # filter_pending asks for the word of the pair this many ahead
+
+
+@numba.njit(cache=True, inline="always")
+def _word(start: np.ndarray, size: np.ndarray, c: np.int64, h: np.uint64) -> np.int64:
+    """The word of cascade ``c``'s filter (``size[c]`` words from ``start[c]``, a power of
+    two) that a hashed agent ``h`` sets: by the hash's top bits."""
+    return start[c] + np.int64((h >> np.uint64(40)) & np.uint64(size[c] - 1))
+
+
+@numba.njit([(U64, I64, U32, U32, I64, I64, B1)], cache=True)
+def filter_pending(words: np.ndarray, start: np.ndarray, size: np.ndarray, count: np.ndarray,
+                   cno: np.ndarray, agent: np.ndarray, found: np.ndarray) -> np.ndarray:
+    """The pairs (cascade ``cno``, agent) not ``found`` that the cascades' filters (cascade
+    c's: ``size[c]`` words of ``words`` from ``start[c]``, a power of two) may hold: every
+    pair held passes (no false negative), so the others are certainly new adoptions and
+    need no search: they are set in their filters and counted in ``count`` (in place) here,
+    the pairs returned by :func:`filter_adopt` once searched. In pair order (cascade order:
+    the runs mostly read forward)."""
+    n = len(cno)
+    out = np.empty(n, np.int64)
+    k = 0
+    for i in range(n):
+        if i + FILTER_AHEAD < n:  # a big cascade's word, or a run left behind, misses the
+            j = i + FILTER_AHEAD  # cache: asked for a few pairs ahead
+            prefetch(words, _word(start, size, cno[j], _agent_hash(agent[j])))
+        if found[i]:
+            continue
+        c = cno[i]
+        h = _agent_hash(agent[i])
+        bits = _agent_bits(h)
+        at = _word(start, size, c, h)
+        w = words[at]
+        if w & bits == bits:
+            out[k] = i
+            k += 1
+        else:
+            words[at] = w | bits
+            count[c] += np.uint32(1)
+    return out[:k]
+
+
+@numba.njit([(U32, U32, I64, I64, I64, U32, B1, I64, F64, U32, F64)], cache=True)
+def segment_find_some(ev: np.ndarray, indptr: np.ndarray, idx: np.ndarray, cno: np.ndarray,
+                      agent: np.ndarray, text_agent: np.ndarray, found: np.ndarray,
+                      ci: np.ndarray, tu: np.ndarray, xu: np.ndarray, text_time: np.ndarray,
+                      ) -> None:
+    """:func:`segment_find` of a level after the first for the pairs ``idx`` only (increasing:
+    those a filter may hold) that are not found yet."""
+    pc, pa, pp = np.int64(-1), np.int64(-1), np.int64(0)  # the previous pair searched
+    for i in idx:
+        if found[i]:
+            continue
+        c = cno[i]
+        lo, end = np.int64(indptr[c]), np.int64(indptr[c + 1])
+        a = agent[i]
+        hi = end
+        if c == pc and a > pa:
+            lo = pp
+            hi, step = lo, 1
+            while hi < end and text_agent[ev[hi]] < a:
+                lo = hi + 1
+                hi = lo + step
+                step *= 2
+            hi = min(hi, end)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if text_agent[ev[mid]] < a:
+                lo = mid + 1
+            else:
+                hi = mid
+        pc, pa, pp = c, a, lo
+        if lo < end and text_agent[ev[lo]] == a:
+            found[i] = True
+            p = ci[i]
+            if tu[p] < text_time[ev[lo]]:
+                ev[lo] = xu[p]
+
+
+@numba.njit([(U64, I64, U32, U32, I64, I64, I64, B1)], cache=True)
+def filter_adopt(words: np.ndarray, start: np.ndarray, size: np.ndarray, count: np.ndarray,
+                 idx: np.ndarray, cno: np.ndarray, agent: np.ndarray, found: np.ndarray,
+                 ) -> None:
+    """The pairs ``idx`` (cascade ``cno``, agent) not ``found`` (new adoptions) set in their
+    cascades' filters and counted in ``count``, in place."""
+    for i in idx:
+        if found[i]:
+            continue
+        c = cno[i]
+        h = _agent_hash(agent[i])
+        words[_word(start, size, c, h)] |= _agent_bits(h)
+        count[c] += np.uint32(1)
+
+
+@numba.njit([(U64, I64, U32, I64, U32, U32)], cache=True)
+def filter_set(words: np.ndarray, start: np.ndarray, size: np.ndarray, cno: np.ndarray,
+               texts: np.ndarray, text_agent: np.ndarray) -> None:
+    """The adoptions (cascade ``cno``, text ``texts``: its agent ``text_agent[texts]``) set
+    in their cascades' filters, in place."""
+    for i in range(len(cno)):
+        h = _agent_hash(np.int64(text_agent[texts[i]]))
+        words[_word(start, size, cno[i], h)] |= _agent_bits(h)
+
+
+@numba.njit([(U32, U32, I64, INT, INT)], cache=True)
+def filter_layout(size: np.ndarray, count: np.ndarray, new: np.ndarray, fill: int,
+                  most: int) -> tuple[np.ndarray, np.ndarray]:
+    """The new cascades' adoptions (cascade numbers ``new``) counted in ``count`` (in place);
+    then the cascades whose filters are to be made anew: those over ``most`` adopters a word
+    (a new one: no word), each with its new size, the largest power of two of words that
+    gives each ``fill`` adopters or more (one at least)."""
+    for c in new:
+        count[c] += np.uint32(1)
+    k = 0
+    for c in range(len(count)):
+        k += np.int64(count[c]) > most * np.int64(size[c])
+    numbers = np.empty(k, np.int64)
+    sizes = np.empty(k, np.int64)
+    k = 0
+    for c in range(len(count)):
+        if np.int64(count[c]) > most * np.int64(size[c]):
+            q = max(np.int64(count[c]) // fill, 1)
+            w = 1
+            while 2 * w <= q:
+                w *= 2
+            numbers[k], sizes[k] = c, w
+            k += 1
+    return numbers, sizes
+
+
+@numba.njit([(U64, I64, U32, I64, U32, U32, U32)], cache=True)
+def filter_fill(words: np.ndarray, start: np.ndarray, size: np.ndarray, numbers: np.ndarray,
+                ev: np.ndarray, indptr: np.ndarray, text_agent: np.ndarray) -> None:
+    """The adoptions of the cascades ``numbers`` in one level of the store (texts ``ev`` in
+    segments ``indptr``; agent ``text_agent`` of a text) set in their filters, in place."""
+    m, last = len(numbers), len(ev) - 1
+    for k in range(m):
+        if k + 8 < m:  # the segments of a big level are far apart: their starts asked for
+            prefetch(indptr, numbers[k + 8])  # a few cascades ahead, and their first texts
+        if k + 4 < m:
+            prefetch(ev, min(np.int64(indptr[numbers[k + 4]]), last))
+        c = numbers[k]
+        end = np.int64(indptr[c + 1])
+        for q in range(np.int64(indptr[c]), end):
+            if q + 16 < end:  # the agents' table misses the cache: ask a few texts ahead
+                prefetch(text_agent, ev[q + 16])
+            h = _agent_hash(np.int64(text_agent[ev[q]]))
+            words[_word(start, size, c, h)] |= _agent_bits(h)
+
+
+@numba.njit([(I64, U32, U32, B1)], cache=True)
+def filter_grow(start: np.ndarray, size: np.ndarray, count: np.ndarray, old: np.ndarray,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cascades' filter starts, sizes and adopter counts renumbered: the cascades that
+    were are where ``old`` is True, in order; the new ones have no word and no adopter."""
+    n = len(old)
+    start2 = np.empty(n, np.int64)
+    size2 = np.empty(n, np.uint32)
+    count2 = np.empty(n, np.uint32)
+    j = 0
+    for c in range(n):
+        if old[c]:
+            start2[c], size2[c], count2[c] = start[j], size[j], count[j]
+            j += 1
+        else:
+            start2[c], size2[c], count2[c] = 0, 0, 0
+    return start2, size2, count2

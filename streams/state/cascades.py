@@ -34,7 +34,15 @@ segment inserted in place, so the pairs in id order are in segment order without
 evicted), each adoption only its text (the agent is the text's), sorted by agent, searched
 within the segments (a binary search, galloping from the previous pair of the same cascade; a
 pair found in one level is not searched in the next); those not found are counted in the table
-(:func:`new_adoptions`). The other n-grams' adoptions are a pool of blocks, one an n-gram (its
+(:func:`new_adoptions`). Most pairs are new adoptions, which every level was searched only to
+prove absent: each cascade has an adopter filter (a blocked Bloom filter: a power of two of
+64-bit words, three bits set in one word by a hash of the agent, 3 to 12 adopters a word:
+~0.2-8 % false positives; no false negative), so only the first level, which gives the
+insertion points, is searched for every pair, the others only for the pairs a filter may hold
+(the filters read forward, in cascade order like the pairs); a new adoption sets its bits as
+it is found new, and a cascade over 12 adopters a word has its run made anew, for its adopters
+(from the store: four times the adoptions of the last time or more, O(1) an adoption
+amortised). The other n-grams' adoptions are a pool of blocks, one an n-gram (its
 texts, at most ``min_adopters`` - 1: the n-gram's entry in the table says where, and its adopter
 count is the block's fill): n-gram by n-gram, each pair's agent is looked for in its n-gram's
 block (found: the earlier first use kept; the blocks' first agents read a few n-grams ahead,
@@ -88,7 +96,8 @@ the block under twice its adoptions (the smallest capacity that holds them), fre
 most a quarter of the pool and the pool at most a quarter over its used entries (~7 bytes an
 adoption of a non-cascade at 100k real-text events, where a sorted (id, text) store took 12);
 4 bytes per cascade adoption (its text; a level's buffer has room for up to twice its
-adoptions, address space that no merge has written yet, not memory) and 16 per cascade plus 4 a
+adoptions, address space that no merge has written yet, not memory) plus its filter's (0.7 to
+2.7 bytes an adopter: ~1.1 at 1M real-text events) and 28 per cascade plus 4 a
 non-empty level of its store plus its words; 12
 bytes per text (time and agent); the buffer (~10 bytes a buffered pair: word ids and the
 texts' word lists). When full, the n-grams that are not cascades with the fewest adopters
@@ -97,7 +106,7 @@ blocks freed);
 ``cascade_ngrams_evicted_total`` and ``cascade_evicted_adopters_max`` say what was lost: sizes
 are exact for every n-gram never evicted, and an evicted n-gram that comes back restarts with
 at most that many adopters missing. Cascades themselves are never evicted (their adoptions are
-the cascade): memory = table + ~5 bytes x total cascade size + 16 bytes, 4 a level and the
+the cascade): memory = table + ~6 bytes x total cascade size + 28 bytes, 4 a level and the
 words a cascade + 12 bytes a text. Agents are indexed once (~100 bytes each, the society's size).
 
 >>> from datetime import datetime, timezone
@@ -137,6 +146,12 @@ from streams.state.cascade_kernels import (
     distinct_pairs,
     exposure_batch,
     exposures,
+    filter_adopt,
+    filter_fill,
+    filter_grow,
+    filter_layout,
+    filter_pending,
+    filter_set,
     gather_segments,
     insert_runs,
     merge_in_place,
@@ -147,6 +162,7 @@ from streams.state.cascade_kernels import (
     pool_compact,
     pool_take,
     segment_find,
+    segment_find_some,
     sorted_pairs,
 )
 from streams.state.graph import InteractionGraph
@@ -160,11 +176,15 @@ BYTES_PER_NGRAM = 8 + 4 + 8 + 4  # id, adopters, last adoption, block in the poo
 BYTES_PER_POOLED = 4  # an entry of the pool of blocks: a non-cascade's adoption (its text)
 BYTES_PER_CASCADE_ADOPTION = 4  # a cascade's: its text of first use (the agent is the text's)
 BYTES_PER_TEXT = 8 + 4  # each text's time and agent (first uses refer to their text)
-BYTES_PER_CASCADE = 8 + 4 + 4  # id, words number, words end
+BYTES_PER_CASCADE = 8 + 4 + 4 + 8 + 4 + 4  # id, words number and end; filter start, size,
+# adopters
+BYTES_PER_FILTER_WORD = 8  # a word of a cascade's adopter filter (1-2 bytes an adopter)
 BYTES_PER_LEVEL_CASCADE = 4  # a cascade's segment start in one level of its store
 MERGE_MIN = 1024  # cascade adoptions held in level 0 before a first merge
 GROWTH = 8  # a level's bound / the previous one's
 ROOM_MIN = 1 << 22  # adoptions from which a merged level gets room for as many again
+FILTER_FILL = 3  # a cascade's filter is made for FILTER_FILL to 2 x FILTER_FILL adopters a word
+FILTER_MAX = 12  # and made anew (four times the words or more) when they are over this many
 
 
 def kept_ngrams(text: Text, n_range: tuple[int, int] = (3, 5), max_stop_share: float = 0.5,
@@ -399,31 +419,50 @@ class _Cascades:
     measured slower in the pipeline at 300k events), so a big level growing by merges is
     rewritten in the pages it already has, not in fresh ones faulted in at every merge. The
     room is address space, not memory, until a merge writes it: a level only grows until it
-    is emptied (its buffer dropped), so the pages touched are its adoptions'. A pickle holds
-    the adoptions only."""
+    is emptied (its buffer dropped), so the pages touched are its adoptions'.
 
-    __slots__ = ("bufs", "evs", "ptrs")
+    Each cascade's adopter filter is a run of ``fsize[c]`` words (a power of two) from
+    ``fbuf[fstart[c]]``, the runs in order of making (a flush's in cascade order), and its
+    adopter count (``fcount``), renumbered with the segments: a pair it fails is certainly
+    not adopted, and no level after the first is searched for it. A pickle holds the
+    adoptions, the runs' places and sizes and the counts: the filters' words (~1.1 bytes an
+    adoption) are made again by the first search after a restore, one pass over the store
+    (~1 s for 100 M adoptions), the same words in the same places as before."""
+
+    __slots__ = ("bufs", "evs", "fbuf", "fcount", "fsize", "fstart", "fused", "ptrs")
 
     def __init__(self) -> None:
         self.evs = [np.empty(0, np.uint32)]
         self.bufs = list(self.evs)
         self.ptrs = [np.zeros(1, np.uint32)]
+        self.fbuf = np.empty(0, np.uint64)  # the filters' words (and room after them)
+        self.fstart = np.empty(0, np.int64)  # each cascade's run of words in them
+        self.fsize = np.empty(0, np.uint32)  # its words
+        self.fcount = np.empty(0, np.uint32)  # and its adopters
+        self.fused = 0  # words written (a run left behind by a bigger one is not reused)
 
-    def __getstate__(self) -> dict[str, list[np.ndarray]]:
-        return {"evs": self.evs, "ptrs": self.ptrs}
+    def __getstate__(self) -> dict[str, Any]:
+        return {"evs": self.evs, "ptrs": self.ptrs, "fstart": self.fstart, "fsize": self.fsize,
+                "fcount": self.fcount, "fused": self.fused}
 
-    def __setstate__(self, state: dict[str, list[np.ndarray]]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.evs, self.ptrs = state["evs"], state["ptrs"]
         self.bufs = list(self.evs)
+        self.fstart, self.fsize, self.fcount = state["fstart"], state["fsize"], state["fcount"]
+        self.fused = state["fused"]
+        self.fbuf = None  # the filters' words made again, as they were, by the next search
 
     def __len__(self) -> int:
         return sum(len(ev) for ev in self.evs)
 
     def nbytes(self) -> int:
-        return sum(ev.nbytes + ptr.nbytes for ev, ptr in zip(self.evs, self.ptrs, strict=True))
+        return (BYTES_PER_FILTER_WORD * self.fused + self.fstart.nbytes + self.fsize.nbytes
+                + self.fcount.nbytes + sum(ev.nbytes + ptr.nbytes
+                                           for ev, ptr in zip(self.evs, self.ptrs, strict=True)))
 
     def grow(self, old: np.ndarray) -> None:
-        """New (empty) cascades: segments where ``old`` (over the new numbering) is False."""
+        """New (empty) cascades: segments where ``old`` (over the new numbering) is False
+        (and filters of no word, made by :meth:`add`)."""
         for level, ptr in enumerate(self.ptrs):
             if not len(ptr):
                 continue
@@ -431,20 +470,71 @@ class _Cascades:
             lens[old] = np.diff(ptr)
             self.ptrs[level] = np.zeros(len(old) + 1, np.uint32)
             self.ptrs[level][1:] = np.cumsum(lens)
+        self.fstart, self.fsize, self.fcount = filter_grow(self.fstart, self.fsize, self.fcount,
+                                                           old)
+
+    def _filters(self, text_agent: np.ndarray) -> None:
+        """Every cascade's filter words made again from its adoptions after a restore (a
+        checkpoint holds their places and sizes, not their words: the same words as
+        before)."""
+        self.fbuf = np.zeros(self.fused, np.uint64)
+        self._fill(np.arange(len(self.fcount)), text_agent)
+
+    def _fill(self, numbers: np.ndarray, text_agent: np.ndarray) -> None:
+        """The adoptions of the cascades ``numbers`` (their runs zeroed) set in their
+        filters, a pass a level (no copy of the adoptions)."""
+        for ev, ptr in zip(self.evs, self.ptrs, strict=True):
+            if len(ev):
+                filter_fill(self.fbuf, self.fstart, self.fsize, numbers, ev, ptr, text_agent)
+
+    def _filters_add(self, jc: np.ndarray, jt: np.ndarray, text_agent: np.ndarray) -> None:
+        """The filters brought up to the store after :meth:`add` (the known cascades' new
+        adoptions are in theirs, since :meth:`find`) and the new cascades' adoptions
+        (cascades ``jc``, texts ``jt``) counted: a cascade over ``FILTER_MAX`` adopters a word
+        (a new one) gets a new run, for ``FILTER_FILL`` to twice as many a word (four times
+        its words or more), after the others (the buffer has room: a copy when it fills up),
+        filled from its adoptions: a new cascade's from ``jc``, another's from the store, O(its
+        adoptions), at least four times as many as when its run was last made: amortised O(1)
+        an adoption. The run left behind is not used again: as a cascade's runs grow four
+        times or more each time, those it left behind are under a third of its run."""
+        numbers, sizes = filter_layout(self.fsize, self.fcount, jc, FILTER_FILL, FILTER_MAX)
+        if not len(numbers):
+            return
+        grown = numbers[self.fsize[numbers] > 0]
+        self.fsize[numbers] = sizes
+        at = self.fused
+        self.fused += int(sizes.sum())
+        if len(self.fbuf) < self.fused:  # room for twice as many (address space until written)
+            out = np.empty(2 * self.fused, np.uint64)
+            out[:at] = self.fbuf[:at]
+            self.fbuf = out
+        self.fbuf[at:self.fused] = 0
+        self.fstart[numbers] = at + np.cumsum(sizes) - sizes
+        filter_set(self.fbuf, self.fstart, self.fsize, jc, jt, text_agent)
+        self._fill(grown, text_agent)
 
     def find(self, cno: np.ndarray, agent: np.ndarray, text_agent: np.ndarray, ci: np.ndarray,
              tu: np.ndarray, xu: np.ndarray, text_time: np.ndarray,
              ) -> tuple[np.ndarray, np.ndarray]:
         """(found mask, insertion points in level 0) of (cascade, agent) pairs sorted by
-        cascade then agent, searched level by level (a pair found is not searched again);
-        a found pair's first use is made the earlier of the stored text and its own (text
-        ``xu[ci]`` at ``tu[ci]``) where it is."""
+        cascade then agent, searched level by level (a pair found is not searched again; the
+        levels after the first only for the pairs the cascades' filters may hold); a found
+        pair's first use is made the earlier of the stored text and its own (text ``xu[ci]``
+        at ``tu[ci]``) where it is. The pairs not found are the new adoptions :meth:`add`
+        inserts next: they are set in the filters and counted here."""
         found = np.zeros(len(cno), bool)
         where = np.empty(len(cno), np.int64)
-        for level, (ev, ptr) in enumerate(zip(self.evs, self.ptrs, strict=True)):
-            if not level or len(ev):
-                segment_find(ev, ptr, cno, agent, text_agent, found, where, not level, ci, tu,
-                             xu, text_time)
+        segment_find(self.evs[0], self.ptrs[0], cno, agent, text_agent, found, where, True, ci,
+                     tu, xu, text_time)
+        if self.fbuf is None:
+            self._filters(text_agent)
+        pending = filter_pending(self.fbuf, self.fstart, self.fsize, self.fcount, cno, agent,
+                                 found)
+        for ev, ptr in zip(self.evs[1:], self.ptrs[1:], strict=True):
+            if len(ev):
+                segment_find_some(ev, ptr, pending, cno, agent, text_agent, found, ci, tu, xu,
+                                  text_time)
+        filter_adopt(self.fbuf, self.fstart, self.fsize, self.fcount, pending, cno, agent, found)
         return found, where
 
     def add(self, run: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -458,6 +548,7 @@ class _Cascades:
                 raise ValueError("more than 2^32 cascade adoptions")
             self.evs[0] = self.bufs[0] = insert_runs(self.evs[0], self.ptrs[0], *run, *run2,
                                                      text_agent)
+            self._filters_add(run2[0], run2[1], text_agent)
         for level in range(len(self.evs)):
             if len(self.evs[level]) <= MERGE_MIN * GROWTH ** (level + 1):
                 break

@@ -3,6 +3,7 @@ computation; the discrete power-law fit vs powerlaw.Fit(discrete=True)."""
 
 from __future__ import annotations
 
+import pickle
 import random
 import warnings
 from collections import Counter
@@ -153,6 +154,73 @@ def test_levelled_store_merges_exactly(reference, monkeypatch, merge_min: int, g
     check_exposures(eng, reference)
 
 
+def check_filters(engine: CascadeEngine) -> float:
+    """Every cascade's filter holds each of its adopters (no false negative), is sized by
+    its adopters (a power of two of words, ``FILTER_FILL`` to ``FILTER_MAX`` adopters a word
+    but a one-word filter's), and its false positives on the other agents: their share."""
+    big = engine._big
+    words = big.fbuf
+    n = len(big.ptrs[0]) - 1
+    agents = np.arange(len(engine._agents))
+    passed = tried = 0
+    for c in range(n):
+        adopters = np.unique(engine._ta[big.of(c)]).astype(np.int64)
+        assert int(big.fcount[c]) == len(adopters)
+        w = int(big.fsize[c])
+        assert w & (w - 1) == 0 and len(adopters) <= cascades.FILTER_MAX * w
+        assert w == 1 or len(adopters) >= cascades.FILTER_FILL * w
+        run = words[big.fstart[c]:big.fstart[c] + w]
+        maybe = [a for a in agents.tolist()  # (it sets the pairs it fails: one at a time)
+                 if len(kernels.filter_pending(run.copy(), np.zeros(1, np.int64),
+                                               big.fsize[c:c + 1], np.zeros(1, np.uint32),
+                                               np.zeros(1, np.int64), np.array([a]),
+                                               np.zeros(1, bool)))]
+        assert np.isin(adopters, maybe).all()
+        passed += len(maybe) - len(adopters)
+        tried += len(agents) - len(adopters)
+    return passed / tried
+
+
+@pytest.mark.parametrize(("merge_min", "growth"), [(0, 8), (20, 2)])
+def test_adopter_filters_skip_only_absent_pairs(reference, monkeypatch, merge_min: int,
+                                                growth: int) -> None:
+    """The levels after the first are searched only for the pairs a cascade's filter may
+    hold: the same sizes and first uses, every filter holding its cascade's adopters
+    (made anew as the cascades grow: the runs left behind under a third of the words), few
+    false positives; after a restore (their words are not pickled) made again from the
+    store."""
+    monkeypatch.setattr(cascades, "MERGE_MIN", merge_min)
+    monkeypatch.setattr(cascades, "GROWTH", growth)
+    stream = items()
+    half = len(stream) // 2
+    eng = CascadeEngine(CascadeConfig(min_adopters=3, flush_every=300))
+    for it in stream[:half]:
+        eng.update(it)
+    eng.tracked()  # merged: the filters are up to date
+    assert check_filters(eng) < 0.1
+    sized, held = eng._big.fsize.copy(), eng._big.fbuf[:eng._big.fused].copy()
+    nbytes = eng.nbytes()
+    eng = pickle.loads(pickle.dumps(eng))
+    assert eng._big.fbuf is None and eng.nbytes() == nbytes
+    eng._big._filters(eng._ta)  # as the next search makes them: the same words
+    assert np.array_equal(eng._big.fbuf, held)
+    for it in stream[half:]:
+        eng.update(it)
+    assert eng.sizes() == {g: len(a) for g, a in reference.items()}
+    for gram in list(reference)[:20]:
+        assert eng.adopters(gram) == reference[gram]
+    assert check_filters(eng) < 0.1
+    fresh = CascadeEngine(CascadeConfig(min_adopters=3, flush_every=300))
+    for it in stream:
+        fresh.update(it)
+    assert fresh.sizes() == eng.sizes()
+    grown = fresh._big.fsize
+    assert (grown > 1).any() and len(grown) > len(sized)
+    assert check_filters(fresh) < 0.1
+    live = int(fresh._big.fsize.sum())
+    assert live < fresh._big.fused <= live * 4 // 3
+
+
 def check_exposures(engine: CascadeEngine, reference: dict[str, dict[str, float]]) -> None:
     g = InteractionGraph(retain_days=10_000)
     for it in items():
@@ -234,6 +302,7 @@ def test_state_bytes_are_the_layout(engine) -> None:
                                + cascades.BYTES_PER_POOLED * len(pool.pool)
                                + cascades.BYTES_PER_CASCADE_ADOPTION * int(sizes.sum())
                                + cascades.BYTES_PER_CASCADE * len(ids) + 4
+                               + cascades.BYTES_PER_FILTER_WORD * engine._big.fused
                                + cascades.BYTES_PER_LEVEL_CASCADE * (len(ids) + 1)
                                * sum(len(ptr) > 0 for ptr in engine._big.ptrs)
                                + sum(len(g.encode()) for g in engine.sizes())
