@@ -1110,3 +1110,19 @@ def filter_grow(start: np.ndarray, size: np.ndarray, count: np.ndarray, old: np.
         else:
             start2[c], size2[c], count2[c] = 0, 0, 0
     return start2, size2, count2
+
+
+@numba.njit([(U32, B1)], cache=True)
+def segments_grow(indptr: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """One level's segment starts renumbered: the cascades that were are where ``old`` is
+    True, in order; the new ones' segments empty (one pass, where NumPy takes five)."""
+    out = np.empty(len(old) + 1, np.uint32)
+    out[0] = 0
+    j = 0
+    for c in range(len(old)):
+        if old[c]:
+            out[c + 1] = out[c] + (indptr[j + 1] - indptr[j])
+            j += 1
+        else:
+            out[c + 1] = out[c]
+    return out

@@ -163,6 +163,7 @@ from streams.state.cascade_kernels import (
     pool_take,
     segment_find,
     segment_find_some,
+    segments_grow,
     sorted_pairs,
 )
 from streams.state.graph import InteractionGraph
@@ -463,13 +464,7 @@ class _Cascades:
     def grow(self, old: np.ndarray) -> None:
         """New (empty) cascades: segments where ``old`` (over the new numbering) is False
         (and filters of no word, made by :meth:`add`)."""
-        for level, ptr in enumerate(self.ptrs):
-            if not len(ptr):
-                continue
-            lens = np.zeros(len(old), np.int64)
-            lens[old] = np.diff(ptr)
-            self.ptrs[level] = np.zeros(len(old) + 1, np.uint32)
-            self.ptrs[level][1:] = np.cumsum(lens)
+        self.ptrs = [segments_grow(ptr, old) if len(ptr) else ptr for ptr in self.ptrs]
         self.fstart, self.fsize, self.fcount = filter_grow(self.fstart, self.fsize, self.fcount,
                                                            old)
 
