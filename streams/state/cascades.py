@@ -97,7 +97,8 @@ most a quarter of the pool and the pool at most a quarter over its used entries 
 adoption of a non-cascade at 100k real-text events, where a sorted (id, text) store took 12);
 4 bytes per cascade adoption (its text; a level's buffer has room for up to twice its
 adoptions, address space that no merge has written yet, not memory) plus its filter's (0.7 to
-2.7 bytes an adopter: ~1.1 at 1M real-text events) and 28 per cascade plus 4 a
+2.7 bytes an adopter, and the runs it left behind, under a third of that: ~1.4 an adoption
+at 1M real-text events) and 32 per cascade plus 4 a
 non-empty level of its store plus its words; 12
 bytes per text (time and agent); the buffer (~10 bytes a buffered pair: word ids and the
 texts' word lists). When full, the n-grams that are not cascades with the fewest adopters
@@ -106,7 +107,7 @@ blocks freed);
 ``cascade_ngrams_evicted_total`` and ``cascade_evicted_adopters_max`` say what was lost: sizes
 are exact for every n-gram never evicted, and an evicted n-gram that comes back restarts with
 at most that many adopters missing. Cascades themselves are never evicted (their adoptions are
-the cascade): memory = table + ~6 bytes x total cascade size + 28 bytes, 4 a level and the
+the cascade): memory = table + ~6.5 bytes x total cascade size + 32 bytes, 4 a level and the
 words a cascade + 12 bytes a text. Agents are indexed once (~100 bytes each, the society's size).
 
 >>> from datetime import datetime, timezone
@@ -426,7 +427,7 @@ class _Cascades:
     ``fbuf[fstart[c]]``, the runs in order of making (a flush's in cascade order), and its
     adopter count (``fcount``), renumbered with the segments: a pair it fails is certainly
     not adopted, and no level after the first is searched for it. A pickle holds the
-    adoptions, the runs' places and sizes and the counts: the filters' words (~1.1 bytes an
+    adoptions, the runs' places and sizes and the counts: the filters' words (~1.4 bytes an
     adoption) are made again by the first search after a restore, one pass over the store
     (~1 s for 100 M adoptions), the same words in the same places as before."""
 
