@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Generator
 from datetime import timedelta
 
 import networkx as nx
@@ -170,28 +171,35 @@ def test_silhouette_equals_scikit_learn() -> None:
     assert silhouette(d, np.zeros(300, int)) == -1.0
 
 
-def test_clustering_in_small_steps_equals_networkx(monkeypatch) -> None:
-    """The triangle count spread over many steps (tiny blocks): networkx's clustering."""
-    import scipy.sparse as sp
-
-    from streams.state import roles
-
-    monkeypatch.setattr(roles, "STEP_PAIRS", 50)
+def _synthetic_graph(items: int, agents: int, seed: int,
+                     ) -> tuple[list[str], np.ndarray, np.ndarray, sp.csr_matrix]:
+    """Names, edge arrays and directed adjacency of a synthetic interaction graph."""
     g = InteractionGraph()
-    for e in synthetic_interactions(3000, 400, timedelta(hours=5), seed=4):
+    for e in synthetic_interactions(items, agents, timedelta(hours=5), seed=seed):
         g.add(e)
     names, src, dst, _ = g.arrays()
     n = len(names)
-    out = sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
-    steps = roles._clustering_steps(out)
+    return names, src, dst, sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
+
+
+def _drain_counting(steps: Generator[None, None, np.ndarray]) -> tuple[int, np.ndarray]:
+    """The steps a generator takes and the value it returns."""
     taken = 0
     while True:
         try:
             next(steps)
             taken += 1
         except StopIteration as stop:
-            got = stop.value
-            break
+            return taken, stop.value
+
+
+def test_clustering_in_small_steps_equals_networkx(monkeypatch) -> None:
+    """The triangle count spread over many steps (tiny blocks): networkx's clustering."""
+    from streams.state import roles
+
+    monkeypatch.setattr(roles, "STEP_PAIRS", 50)
+    names, src, dst, out = _synthetic_graph(3000, 400, seed=4)
+    taken, got = _drain_counting(roles._clustering_steps(out))
     assert taken > 10
     ng = nx.DiGraph()
     ng.add_edges_from((names[u], names[v]) for u, v in zip(src.tolist(), dst.tolist(),
@@ -206,27 +214,13 @@ def test_clustering_of_sampled_rows_equals_every_agents_in_the_same_steps(monkey
     from streams.state import roles
 
     monkeypatch.setattr(roles, "STEP_PAIRS", 200)
-    g = InteractionGraph()
-    for e in synthetic_interactions(6000, 700, timedelta(hours=5), seed=5):
-        g.add(e)
-    names, src, dst, _ = g.arrays()
-    n = len(names)
-    out = sp.csr_matrix((np.ones(len(src)), (src, dst)), shape=(n, n))
-    rows = np.random.default_rng(1).choice(n, 150, replace=False)
-    every, some = roles._clustering_steps(out), roles._clustering_steps(out, rows)
-    counts = []
-    for steps in (every, some):
-        taken = 0
-        while True:
-            try:
-                next(steps)
-                taken += 1
-            except StopIteration as stop:
-                counts.append((taken, stop.value))
-                break
-    assert counts[0][0] == counts[1][0] > 10
-    assert np.array_equal(counts[1][1], counts[0][1][rows])
-    assert counts[1][1].max() > 0
+    names, _, _, out = _synthetic_graph(6000, 700, seed=5)
+    rows = np.random.default_rng(1).choice(len(names), 150, replace=False)
+    every = _drain_counting(roles._clustering_steps(out))
+    some = _drain_counting(roles._clustering_steps(out, rows))
+    assert every[0] == some[0] > 10
+    assert np.array_equal(some[1], every[1][rows])
+    assert some[1].max() > 0
 
 
 def _brandes_numpy(indptr: np.ndarray, indices: np.ndarray, n: int,
