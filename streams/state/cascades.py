@@ -520,8 +520,8 @@ class _Cascades:
         inserts next: they are set in the filters and counted here."""
         found = np.zeros(len(cno), bool)
         where = np.empty(len(cno), np.int64)
-        segment_find(self.evs[0], self.ptrs[0], cno, agent, text_agent, found, where, True, ci,
-                     tu, xu, text_time)
+        segment_find(self.evs[0], self.ptrs[0], cno, agent, text_agent, found, where, ci, tu,
+                     xu, text_time)
         if self.fbuf is None:
             self._filters(text_agent)
         pending = filter_pending(self.fbuf, self.fstart, self.fsize, self.fcount, cno, agent,

@@ -457,7 +457,7 @@ def test_kernels_match_numpy() -> None:
     xu, tu = xu[np.argsort(ci)], tu[np.argsort(ci)]
     found, pos = np.zeros(n, bool), np.empty(n, np.int64)
     stored = ev.copy()
-    kernels.segment_find(stored, indptr, cno, agent, text_agent, found, pos, True, ci, tu, xu,
+    kernels.segment_find(stored, indptr, cno, agent, text_agent, found, pos, ci, tu, xu,
                          text_time)
     for i, (c, a) in enumerate(zip(cno.tolist(), agent.tolist(), strict=True)):
         seg = text_agent[ev[indptr[c]:indptr[c + 1]]]
@@ -495,13 +495,15 @@ def test_kernels_match_numpy() -> None:
             buf[:len(b)] = b
             kernels.merge_in_place(buf, len(b), a_, skip_a, pb, text_agent)
             assert np.array_equal(buf[:len(want)], want) and (buf[len(want):] == 7).all()
-    # a later level: only the pairs not found yet searched, the insertion points kept
-    was, where = found.copy(), pos.copy()
-    kernels.segment_find(ev2.copy(), indptr2, cno, agent, text_agent, found, pos, False, ci,
-                         tu, xu, text_time)
-    assert np.array_equal(pos, where)
+    # a later level: only the pairs asked for and not found yet searched
+    was = found.copy()
+    asked = np.flatnonzero(rng.random(n) < 0.7)
+    kernels.segment_find_some(ev2.copy(), indptr2, asked, cno, agent, text_agent, found, ci,
+                              tu, xu, text_time)
+    asked_set = set(asked.tolist())
     for i, (c, a) in enumerate(zip(cno.tolist(), agent.tolist(), strict=True)):
-        assert found[i] == (was[i] or a in text_agent[segs2[c]].tolist())
+        there = i in asked_set and a in text_agent[segs2[c]].tolist()
+        assert found[i] == (was[i] or there)
 
 
 def test_merge_pairs_matches_a_dict_of_lists() -> None:
