@@ -171,18 +171,18 @@ def _fresh(rows: np.ndarray, v: _Vocab) -> tuple[np.ndarray, _Vocab]:
     return np.full(len(rows), -1, np.int64), _vocab
 
 
-def _scan(text: str) -> tuple[np.ndarray, np.ndarray, _Vocab]:
+def _scan(text: str) -> tuple[np.ndarray, np.ndarray, _Vocab, int]:
     """The cache rows of the tokens of a text (lower-cased, URLs left out; new tokens added),
-    those of its word tokens, and the cache they index: valid until the next call (views of
-    the scan's scratch)."""
+    those of its word tokens, the cache they index (the rows are valid until the next call:
+    views of the scan's scratch) and the text's flags (:func:`streams.textscan.scan`)."""
     global _buf, _out
     data = text.encode("utf-8", "surrogatepass")  # (a lone surrogate: lowered in context)
     v = _vocab
     while True:
         if 2 * len(data) > len(_buf):
             _buf = np.zeros(max(2 * len(data), 2 * len(_buf)), np.uint8)
-            _out = np.zeros(4 * len(_buf), np.int64)
-        k, m, missing, b = textscan.scan(np.frombuffer(data, np.uint8), _lower, _cls,
+            _out = np.zeros(5 * len(_buf), np.int64)  # (6 b: b <= 1.5 len(data))
+        k, m, missing, b, flags = textscan.scan(np.frombuffer(data, np.uint8), _lower, _cls,
                                          *v.scanned, _buf, _out)
         if missing == textscan.UNMET:  # a code point met for the first time
             _classify(text)
@@ -203,13 +203,13 @@ def _scan(text: str) -> tuple[np.ndarray, np.ndarray, _Vocab]:
         at = {t: v.n + i for i, t in enumerate(distinct)}
         v.add(distinct)
         rows[new] = [at[t] for t in tokens]
-        return rows, rows[v.isword[rows]], v
-    return rows, _out[3 * b:3 * b + m], v
+        return rows, rows[v.isword[rows]], v, flags
+    return rows, _out[3 * b:3 * b + m], v, flags
 
 
 # the scan's scratch (:func:`_scan`), grown as needed: the lower-cased text, the rows
 _buf = np.zeros(1 << 14, np.uint8)
-_out = np.zeros(1 << 16, np.int64)
+_out = np.zeros(5 << 14, np.int64)
 
 
 def tokenize(text: str) -> list[str]:
@@ -218,7 +218,7 @@ def tokenize(text: str) -> list[str]:
     >>> tokenize("Hello, World! see https://moltbook.com/p/1 now")
     ['hello', ',', 'world', '!', 'see', 'now']
     """
-    rows, _, v = _scan(text)
+    rows, _, v, _ = _scan(text)
     return v.strs[rows].tolist()  # type: ignore[no-any-return]
 
 
@@ -269,7 +269,7 @@ class Text:
     with them), :meth:`word_ngram_ids` chains only the lengths it needs."""
 
     __slots__ = ("_tokens", "_ids", "_mask", "_words", "_word_ids", "_word_lens", "_word_alpha",
-                 "_grams", "_word_grams", "_rows", "_word_rows", "_vocab")
+                 "_grams", "_word_grams", "_rows", "_word_rows", "_vocab", "flags")
 
     def __init__(self, tokens: list[str]) -> None:
         self._tokens: list[str] | None = tokens
@@ -287,14 +287,18 @@ class Text:
         self._rows: np.ndarray | None = None
         self._word_rows: np.ndarray | None = None
         self._vocab: _Vocab | None = None
+        # what the cooperation engine asks of the text (:func:`streams.textscan.scan`), when
+        # :meth:`of` scanned it (None: made from tokens, or unpickled)
+        self.flags: int | None = None
 
     @classmethod
     def of(cls, text: str) -> Text:
         """The text tokenised: its token ids, its word tokens' ids, lengths and letter mask
         resolved at once (one compiled scan, then gathers of the cache), the strings kept as
         cache rows until read."""
-        rows, word_rows, v = _scan(text)
+        rows, word_rows, v, t_flags = _scan(text)
         t = _new(cls)  # each slot set once, here (no __init__ setting them first)
+        t.flags = t_flags
         t._tokens = t._words = t._mask = None
         t._ids, t._word_ids = v.ids[rows], v.ids[word_rows]
         t._word_lens, t._word_alpha = v.nchars[word_rows], v.isalpha[word_rows]
@@ -379,7 +383,7 @@ class Text:
         return None, state
 
     def __setstate__(self, state: tuple[None, dict[str, object]]) -> None:
-        self._word_lens = self._word_alpha = None
+        self._word_lens = self._word_alpha = self.flags = None
         self._rows = self._word_rows = self._vocab = None
         for k, value in state[1].items():
             setattr(self, k, value)
@@ -405,7 +409,7 @@ class Text:
 
 
 _new = object.__new__
-_UNPICKLED = ("_word_lens", "_word_alpha", "_rows", "_word_rows", "_vocab")
+_UNPICKLED = ("_word_lens", "_word_alpha", "_rows", "_word_rows", "_vocab", "flags")
 
 
 def _chained(cache: dict[int, np.ndarray], ids: np.ndarray, n: int) -> np.ndarray:

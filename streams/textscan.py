@@ -15,14 +15,23 @@ they start and end (:func:`_runs`), but in a text where a URL may start (:func:`
 cache keeps each distinct token's UTF-8 bytes in one flat array and finds a token's row by a
 hash of its bytes (read 8 at a time) in an open-addressing table (linear probing) whose slot is
 two words: a tag (row + 1 in bits 0-31, 0 empty; the length in bytes, capped at 255, in bits
-32-39; whether the token is a word in bit 40; the hash's top 23 bits above) and the token's
-first 8 bytes (little-endian, zero-padded). A token of at most 8 bytes is thus found and
-compared within its slot, one memory access (the look-up of every token of every text, against a
-cache the engines' state keeps pushing out of the CPU's caches); a longer one compares the rest
-of its bytes in ``chars``: a row is only ever found for the very same token. A URL
+32-39; whether the token is a word in bit 40; its marks in bits 41-43, below; the hash's top 20
+bits above) and the token's first 8 bytes (little-endian, zero-padded). A token of at most 8
+bytes is thus found and compared within its slot, one memory access (the look-up of every token
+of every text, against a cache the engines' state keeps pushing out of the CPU's caches); a
+longer one compares the rest of its bytes in ``chars``: a row is only ever found for the very
+same token. A URL
 (``(?:https?://|www\\.)\\S+``, the rule's) is skipped where it starts, even inside a run,
 exactly as replacing it by a space before the scan would. Every array is plain NumPy, owned and
 grown by :mod:`streams.text`.
+
+The same scan gives the flags the cooperation engine asks of every post and comment
+(:mod:`streams.state.cooperation`: a technical keyword; the solution score's code, comment
+marks, test words and balanced brackets; a backtick), so that it neither encodes nor reads the
+text again: a word token's tag marks whether it holds a keyword or a test word (and whether it
+ends with "how", the first word of "how to"), set once when the token enters the cache, and the
+score's marks (punctuation, newlines) are read from the bytes between the word tokens only; a
+text that may hold a URL, whose tokens leave the URL out, is read whole.
 
 >>> import numpy as np
 >>> lower = np.zeros(0x250, np.uint32)
@@ -36,13 +45,16 @@ grown by :mod:`streams.text`.
 >>> cls[ord("!")] = PUNCT
 >>> empty, none, out = np.zeros(4, np.uint64), np.zeros(0, np.int64), np.zeros(128, np.int64)
 >>> def tokens(text):  # (start, end) of each token, against an empty cache
-...     k, _, missing, b = scan(np.frombuffer(text, np.uint8), lower, cls, empty, none, none,
-...                             np.zeros(0, np.uint8), buf, out)
-...     return list(zip(out[:k].tolist(), out[b:b + k].tolist())), missing
+...     k, _, missing, b, flags = scan(np.frombuffer(text, np.uint8), lower, cls, empty, none,
+...                                    none, np.zeros(0, np.uint8), buf, out)
+...     return list(zip(out[:k].tolist(), out[b:b + k].tolist())), missing, flags
 >>> tokens(b"GM gm!!")
-([(0, 2), (3, 5), (5, 7)], 3)
+([(0, 2), (3, 5), (5, 7)], 3, 8)
 >>> tokens(b"gmhttp://xio y")  # the URL skipped
-([(0, 2), (13, 14)], 2)
+([(0, 2), (13, 14)], 2, 10)
+>>> cls[np.frombuffer(b"`()[]", np.uint8)] = PUNCT
+>>> tokens(b"how to")[2] == TECHNICAL | BALANCED, tokens(b"`x` (]")[2] == CODE | TICK
+(True, True)
 """
 
 from __future__ import annotations
@@ -68,7 +80,59 @@ _ROW = np.uint64(0xFFFFFFFF)
 _LEN_SHIFT = np.uint64(32)
 _LEN_CAP = 255
 _WORD_BIT = np.uint64(1 << 40)
-_HASH_MASK = np.uint64(((1 << 64) - 1) ^ ((1 << 41) - 1))
+# a token's marks (:func:`_marks`): a keyword, a test word, the head of the spaced keyword, a
+# byte the solution score reads
+_KEY_BIT, _TEST_BIT = np.uint64(1 << 41), np.uint64(1 << 42)
+_HEAD_BIT, _ROLE_BIT = np.uint64(1 << 43), np.uint64(1 << 44)
+_READ = _HEAD_BIT | _ROLE_BIT  # a token whose bytes the flags read
+_INFO = _WORD_BIT | _KEY_BIT | _TEST_BIT | _READ | _ROW  # what a slot's tag says of its row
+_HASH_MASK = np.uint64(((1 << 64) - 1) ^ ((1 << 45) - 1))
+
+#: The public code's list (Molt Dynamics' rq3_collaboration.py), matched as lower-cased
+#: substrings: the cooperation engine's technical keywords (:mod:`streams.state.cooperation`),
+#: whose verdict the scan gives for every text (:func:`scan`'s flags).
+TECHNICAL_KEYWORDS: tuple[str, ...] = (
+    "error", "bug", "fix", "issue", "problem", "help", "solution", "solve", "debug", "crash",
+    "exception", "fail", "broken", "stuck", "how to", "implement", "code", "function",
+    "method", "class", "api", "library",
+)
+TEST_WORDS = ("test", "assert", "expect")  # the solution score's "mentions tests"
+# the flags of a text (:func:`scan`): the four parts of the cooperation solution score (its
+# index in a table of 16, as :mod:`streams.state.cooperation_kernels` has them), a technical
+# keyword, a backtick
+CODE, COMMENTS, TESTS, BALANCED, TECHNICAL, TICK = 1, 2, 4, 8, 16, 32
+
+
+def _needle_tables(keywords: tuple[str, ...], tests: tuple[str, ...]
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The needles (the keywords that hold no other keyword, which match only where that one
+    does, then the test words) by their first two bytes: the first needle + 1 (0: none), each
+    needle's next of the same two bytes + 1, their bytes (zero-padded) and lengths, and how
+    many keywords lead."""
+    keys = [k for k in keywords if not any(o != k and o in k for o in keywords)]
+    words = [w.encode("ascii") for w in (*keys, *tests)]
+    first = np.zeros(1 << 16, np.uint8)
+    chain = np.zeros(len(words), np.uint8)
+    needles = np.zeros((len(words), max(map(len, words))), np.uint8)
+    for k in range(len(words) - 1, -1, -1):  # each slot's needles in order
+        w = words[k]
+        chain[k] = first[(w[0] << 8) | w[1]]
+        first[(w[0] << 8) | w[1]] = k + 1
+        needles[k, :len(w)] = np.frombuffer(w, np.uint8)
+    return first, chain, needles, np.array([len(w) for w in words], np.int64), len(keys)
+
+
+_FIRST, _CHAIN, _NEEDLES, _NEEDLE_LENS, _KEYS = _needle_tables(TECHNICAL_KEYWORDS, TEST_WORDS)
+# the one keyword of two words ("how to"): its first word ends a word token, the space and its
+# second word follow (every other keyword lies within one word token)
+((_HEAD, _TAIL),) = (k.split(" ") for k in TECHNICAL_KEYWORDS if " " in k)
+_HEAD_BYTES = np.frombuffer(_HEAD.encode(), np.uint8).copy()
+_TAIL_BYTES = np.frombuffer((" " + _TAIL).encode(), np.uint8).copy()
+# a byte's role in the score (0: none, most bytes; :mod:`streams.state.cooperation_kernels`)
+_ROLE = np.zeros(256, np.uint8)
+for _b, _role in ((35, 1), (47, 2), (42, 3), (10, 4), (96, 5), (40, 6), (91, 6), (123, 6),
+                  (41, 7), (93, 7), (125, 7)):
+    _ROLE[_b] = _role
 
 
 @numba.njit(cache=True)
@@ -262,9 +326,10 @@ def _hash(data: np.ndarray, s: int, e: int) -> tuple[np.uint64, np.uint64]:
 
 @numba.njit(cache=True, inline="always")
 def _find(data: np.ndarray, s: int, e: int, h: np.uint64, head: np.uint64, slots: np.ndarray,
-          starts: np.ndarray, lens: np.ndarray, chars: np.ndarray) -> tuple[int, bool]:
+          starts: np.ndarray, lens: np.ndarray, chars: np.ndarray) -> tuple[int, np.uint64]:
     """The row of the token ``data[s:e]`` (hash ``h``, first bytes ``head``), -1 if the cache
-    does not hold it, and whether it is a word token."""
+    does not hold it, and its slot's tag (0 if not held): whether it is a word token, its
+    marks (:func:`_marks`)."""
     mask = (len(slots) >> 1) - 1
     i = np.int64(h & np.uint64(mask))
     n = e - s
@@ -272,19 +337,192 @@ def _find(data: np.ndarray, s: int, e: int, h: np.uint64, head: np.uint64, slots
     while True:
         tag = slots[2 * i]
         if tag == 0:
-            return -1, False
-        if (tag & ~(_WORD_BIT | _ROW)) == want and slots[2 * i + 1] == head:
+            return -1, tag
+        if (tag & ~_INFO) == want and slots[2 * i + 1] == head:
             r = np.int64(tag & _ROW) - 1
             if n <= 8:
-                return r, (tag & _WORD_BIT) != 0
+                return r, tag
             if n < _LEN_CAP or lens[r] == n:  # (the tag holds a length below the cap)
                 a = starts[r]
                 j = 8
                 while j < n and chars[a + j] == data[s + j]:
                     j += 1
                 if j == n:
-                    return r, (tag & _WORD_BIT) != 0
+                    return r, tag
         i = (i + 1) & mask
+
+
+@numba.njit(cache=True)
+def _needles(a: np.ndarray, s: int, e: int) -> int:
+    """:data:`TECHNICAL` if ``a[s:e]`` (lower-cased) holds a technical keyword, :data:`TESTS`
+    if it holds a test word (each position's two bytes looked up: most start no needle)."""
+    found = 0
+    for i in range(s, e - 1):
+        k = np.int64(_FIRST[(np.int64(a[i]) << 8) | np.int64(a[i + 1])])
+        while k:
+            k -= 1
+            size = _NEEDLE_LENS[k]
+            if i + size <= e:
+                j = 2
+                while j < size and a[i + j] == _NEEDLES[k, j]:
+                    j += 1
+                if j == size:
+                    found |= TECHNICAL if k < _KEYS else TESTS
+            k = np.int64(_CHAIN[k])
+    return found
+
+
+@numba.njit(cache=True)
+def _holds(a: np.ndarray, i: int, word: np.ndarray) -> bool:
+    """Whether the bytes ``word`` are those of ``a`` from byte ``i``."""
+    m = len(word)
+    if i + m > len(a):
+        return False
+    j = 0
+    while j < m and a[i + j] == word[j]:
+        j += 1
+    return j == m
+
+
+@numba.njit(cache=True)
+def _ends_head(a: np.ndarray, s: int, e: int) -> bool:
+    """Whether the token ``a[s:e]`` ends with the first word of the spaced keyword."""
+    return e - s >= len(_HEAD_BYTES) and _holds(a, e - len(_HEAD_BYTES), _HEAD_BYTES)
+
+
+@numba.njit(cache=True)
+def _tail_at(a: np.ndarray, e: int) -> bool:
+    """Whether the space and the second word of the spaced keyword start at byte ``e``."""
+    return _holds(a, e, _TAIL_BYTES)
+
+
+@numba.njit(cache=True)
+def _marks(a: np.ndarray, s: int, e: int) -> np.uint64:
+    """A token's marks in its slot's tag: whether it holds a technical keyword or a test word,
+    whether it ends with the spaced keyword's first word, whether it holds a byte the solution
+    score reads (:data:`_ROLE`)."""
+    found = _needles(a, s, e)
+    m = np.uint64(0)
+    if found & TECHNICAL:
+        m |= _KEY_BIT
+    if found & TESTS:
+        m |= _TEST_BIT
+    if _ends_head(a, s, e):
+        m |= _HEAD_BIT
+    for i in range(s, e):
+        if _ROLE[a[i]]:
+            m |= _ROLE_BIT
+            break
+    return m
+
+
+@numba.njit(cache=True)
+def _flags(a: np.ndarray, out: np.ndarray, k: int, url: bool) -> int:
+    """The flags of the lower-cased text ``a`` (:func:`scan`) from its ``k`` tokens (starts
+    at ``out[:k]``, ends at ``out[n:]``, tags at ``out[4 n:]``; ``out[5 n:]`` free, the open
+    brackets' closers), :mod:`.cooperation_kernels`' rule byte for byte: a cached token's
+    keywords and test words are read from its tag, and only the bytes of the tokens whose tag
+    says the flags read them (a byte the score reads, the first word of "how to") or that are
+    not cached are read. The score's marks are punctuation, but a newline, which matters only
+    after a ``/*``: then the bytes up to the next bytes read are searched for one too. In a
+    text that may hold a URL, the tokens leave the URLs out: every stretch between two tokens
+    longer than one byte (a space, or a URL) is read too, its keywords searched with as many
+    bytes around it as a keyword can reach (a keyword within no token overlaps such a
+    stretch: it is letters and at most one space, and "how to" over a one-byte space is read
+    by the tags)."""
+    n = len(a)
+    reach = _NEEDLES.shape[1] - 1
+    stack = 5 * n
+    marks = np.uint64(0)  # the tags' marks, or-ed
+    flags = 0
+    tick = -2  # the last backtick
+    opened = -1  # the first "/*" of the line, -1 none
+    depth = 0
+    nested = True
+    e = 0  # the end of the last bytes read
+    j = 0
+    while j <= k:
+        if url:  # the stretch before token j (after the last token when j == k)
+            lo = out[n + j - 1] if j else 0
+            hi = out[j] if j < k else n
+            gap = hi - lo > 1
+        else:
+            gap = False
+            while j < k:  # (most tokens: their tags alone)
+                tag = np.uint64(out[4 * n + j])
+                marks |= tag
+                if tag == 0 or tag & _READ:
+                    break
+                j += 1
+            if j == k:
+                break
+        for part in range(2):  # the stretch before the token, if read, then the token
+            if part == 0:
+                if not gap:
+                    continue
+                s, t = lo, hi
+                flags |= _needles(a, max(lo - reach, 0), min(hi + reach, n))
+            else:
+                if j == k:
+                    break
+                tag = np.uint64(out[4 * n + j])
+                if url:
+                    marks |= tag
+                    if tag != 0 and not tag & _READ:
+                        break
+                s, t = out[j], out[n + j]
+                if tag == 0:  # not cached
+                    flags |= _needles(a, s, t)
+                    if _ends_head(a, s, t) and _tail_at(a, t):
+                        flags |= TECHNICAL
+                elif tag & _HEAD_BIT and _tail_at(a, t):
+                    flags |= TECHNICAL
+            if opened >= 0:  # a newline since the last bytes read ends the "/*"'s line
+                for i in range(e, s):
+                    if a[i] == 10:
+                        opened = -1
+            e = t
+            for i in range(s, t):
+                b = np.int64(a[i])
+                r = _ROLE[b]
+                if r:
+                    if r == 1:  # "#"
+                        flags |= COMMENTS
+                    elif r == 2:  # "/"
+                        if i + 1 < n:
+                            if a[i + 1] == 47:
+                                flags |= COMMENTS
+                            elif a[i + 1] == 42 and opened < 0:
+                                opened = i
+                    elif r == 3:  # "*": a "*/" closes a "/*" before it (not its own star)
+                        if opened >= 0 and i >= opened + 2 and i + 1 < n and a[i + 1] == 47:
+                            flags |= COMMENTS
+                    elif r == 4:  # a newline
+                        opened = -1
+                    elif r == 5:  # "`"
+                        flags |= TICK
+                        if i - tick > 1:  # something between this one and the last
+                            if tick >= 0:
+                                flags |= CODE
+                        elif i >= 2 and a[i - 2] == 96:  # (the last one is a[i - 1])
+                            flags |= CODE
+                        tick = i
+                    elif nested:
+                        if r == 6:  # an opening bracket: its closer is ")", "]" or "}"
+                            out[stack + depth] = 41 if b == 40 else b + 2
+                            depth += 1
+                        elif depth == 0 or out[stack + depth - 1] != b:
+                            nested = False
+                        else:
+                            depth -= 1
+        j += 1
+    if marks & _KEY_BIT:
+        flags |= TECHNICAL
+    if marks & _TEST_BIT:
+        flags |= TESTS
+    if nested and depth == 0:
+        flags |= BALANCED
+    return flags
 
 
 @numba.njit(cache=True)
@@ -332,24 +570,27 @@ def _runs(data: np.ndarray, cls: np.ndarray, out: np.ndarray) -> int:
 
 @numba.njit(cache=True)
 def _scan_rows(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.ndarray,
-               lens: np.ndarray, chars: np.ndarray, out: np.ndarray) -> tuple[int, int, int]:
+               lens: np.ndarray, chars: np.ndarray, out: np.ndarray
+               ) -> tuple[int, int, int, int]:
     """:func:`scan` on the lower-cased bytes: every token first (:func:`_runs`, or
     :func:`_token` where a URL may be), then its hash and head (kept in ``out``, which holds
-    ``4 len(data)``), its slot's cache line asked for as it is hashed, then every look-up
+    ``6 len(data)``), its slot's cache line asked for as it is hashed, then every look-up
     (between two texts the engines push the table out of the CPU's caches: the fetches
-    overlap the hashing instead of stalling a look-up each)."""
+    overlap the hashing instead of stalling a look-up each), each token's tag kept for the
+    text's flags (:func:`_flags`)."""
     n = len(data)
     mask = (len(slots) >> 1) - 1
     k = _runs(data, cls, out)
     if k == UNMET:
-        return 0, 0, UNMET
-    if k == URL:
+        return 0, 0, UNMET, 0
+    url = k == URL
+    if url:
         k = 0
         i = 0
         while True:
             s, e = _token(data, i, cls)
             if s < 0:
-                return 0, 0, UNMET
+                return 0, 0, UNMET, 0
             if s == e:
                 break
             out[k] = s
@@ -364,32 +605,38 @@ def _scan_rows(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.
     m = 0
     missing = 0
     for j in range(k):  # each row over the hash it was found by, each word row over a head
-        r, word = _find(data, out[j], out[n + j], np.uint64(out[2 * n + j]),
-                        np.uint64(out[3 * n + j]), slots, starts, lens, chars)
+        r, tag = _find(data, out[j], out[n + j], np.uint64(out[2 * n + j]),
+                       np.uint64(out[3 * n + j]), slots, starts, lens, chars)
         out[2 * n + j] = r
         out[3 * n + m] = r  # (kept only if a word: no branch on which a token is)
-        m += word
+        out[4 * n + j] = np.int64(tag)
+        m += (tag & _WORD_BIT) != 0
         missing += r < 0
-    return k, m, missing
+    return k, m, missing, _flags(data, out, k, url)
 
 
 @numba.njit([(U8_RO, U32, U8, U64, I64, I64, U8, U8, I64)], cache=True)
 def scan(data: np.ndarray, lower: np.ndarray, cls: np.ndarray, slots: np.ndarray,
          starts: np.ndarray, lens: np.ndarray, chars: np.ndarray, buf: np.ndarray,
-         out: np.ndarray) -> tuple[int, int, int, int]:
+         out: np.ndarray) -> tuple[int, int, int, int, int]:
     """The text ``data`` lower-cased into ``buf`` (:func:`lowered`; ``buf`` holds
     ``1.5 len(data)``), then the tokens of those ``b`` bytes: their starts written to
     ``out[:k]``, their ends to ``out[b:][:k]``, their cache rows (-1: not cached) to
-    ``out[2 b:][:k]`` and the rows of the word tokens to ``out[3 b:][:m]`` (``out`` holds ``4
+    ``out[2 b:][:k]`` and the rows of the word tokens to ``out[3 b:][:m]`` (``out`` holds ``6
     b``: the caller's scratch, so that no array is made here; the bytes of the tokens not cached
-    are at hand without a second scan); returns k, m, how many rows are missing and b, or (0, 0,
-    code, 0): :data:`UNMET` if the text holds a code point not yet classified or lowered,
-    :data:`CONTEXT` if one it holds is lowered in context."""
+    are at hand without a second scan); returns k, m, how many rows are missing, b and the
+    text's flags (what the cooperation engine asks of a text, as
+    :func:`streams.state.cooperation_kernels.assess` finds it in the text's bytes with
+    :data:`TECHNICAL_KEYWORDS`, and :data:`TICK`: lower-casing keeps every ASCII byte the
+    flags read and makes one of no other byte but U+0130's and U+212A's letters, which that
+    kernel's caller lower-cases too), or (0, 0, code, 0, 0): :data:`UNMET` if the text holds a
+    code point not yet classified or lowered, :data:`CONTEXT` if one it holds is lowered in
+    context."""
     b = lowered(data, lower, buf)
     if b < 0:
-        return 0, 0, b, 0
-    k, m, missing = _scan_rows(buf[:b], cls, slots, starts, lens, chars, out)
-    return k, m, missing, b
+        return 0, 0, b, 0, 0
+    k, m, missing, flags = _scan_rows(buf[:b], cls, slots, starts, lens, chars, out)
+    return k, m, missing, b, flags
 
 
 @numba.njit([(U8_RO, I64, U64, I64, I64, U8)], cache=True)
@@ -413,12 +660,13 @@ def find_all(data: np.ndarray, ends: np.ndarray, slots: np.ndarray, starts: np.n
 def index(slots: np.ndarray, starts: np.ndarray, lens: np.ndarray, chars: np.ndarray,
           isword: np.ndarray, r0: int, r1: int) -> None:
     """Enter rows r0..r1-1 (their bytes already in ``chars``, ``isword`` set) into the hash
-    table."""
+    table, a word's marks (:func:`_marks`) in its tag."""
     mask = (len(slots) >> 1) - 1
     for r in range(r0, r1):
         h, head = _hash(chars, starts[r], starts[r] + lens[r])
         tag = ((h & _HASH_MASK) | (np.uint64(min(lens[r], _LEN_CAP)) << _LEN_SHIFT)
                | np.uint64(r + 1))
+        tag |= _marks(chars, starts[r], starts[r] + lens[r])
         if isword[r]:
             tag |= _WORD_BIT
         i = np.int64(h & np.uint64(mask))

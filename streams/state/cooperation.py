@@ -27,8 +27,10 @@ thresholds and "a heuristic solution score"):
   Published: 164 threads, 6.7 % successful.
 
 How: one record per thread (keyed by post id) that each post or comment moves in O(1) (plus,
-while the thread has no keyword or when the comment becomes its solution candidate, one
-compiled pass over the text's bytes giving both verdicts: :mod:`.cooperation_kernels`);
+while the thread has no keyword or when the comment becomes its solution candidate, both
+verdicts: with the default keywords, as the text path's one scan already found them for every
+text, :attr:`streams.text.Text.flags`, the text neither encoded nor read again; else one
+compiled pass over the text's bytes, :mod:`.cooperation_kernels`);
 every figure is a set, a count, a minimum, a maximum or a latest-by-key, so it does not depend
 on arrival order. Each thread's
 contribution (its UTC day: of its earliest event; cooperation; successful) is kept in per-day
@@ -75,16 +77,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from streams import textscan
 from streams.events import CommentEvent, PostEvent
 from streams.state import cooperation_kernels
 from streams.state.base import Item, Record, Sample, Snapshot, with_member
-
-#: The public code's list (rq3_collaboration.py), matched as lower-cased substrings.
-TECHNICAL_KEYWORDS: tuple[str, ...] = (
-    "error", "bug", "fix", "issue", "problem", "help", "solution", "solve", "debug", "crash",
-    "exception", "fail", "broken", "stuck", "how to", "implement", "code", "function",
-    "method", "class", "api", "library",
-)
+from streams.textscan import TECHNICAL_KEYWORDS
 
 _INLINE_CODE = re.compile(r"`[^`]+`")
 _BLOCK_COMMENT = re.compile(r"/\*.*\*/")
@@ -230,6 +227,8 @@ class CooperationEngine:
         # lower-cased; the solution score's needles are ASCII
         self._fold = fold if all(k.isascii() and "?" not in k for k in words) else str.lower
         self._scan = self._scanner()
+        # the default keywords: the text path's scan already gave each text's flags
+        self._flagged = self._scan is not None and tuple(words) == TECHNICAL_KEYWORDS
         self._min_duration = cfg.min_duration.total_seconds()
         self._horizon = cfg.horizon.total_seconds()
         self._live: dict[str, _Thread] = {}
@@ -255,11 +254,13 @@ class CooperationEngine:
         return None
 
     def __getstate__(self) -> dict[str, Any]:  # the kernel's tables are made again
-        return {k: v for k, v in self.__dict__.items() if k != "_scan"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_scan", "_flagged")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._scan = self._scanner()
+        self._flagged = self._scan is not None and tuple(
+            k.lower() for k in self.config.keywords) == TECHNICAL_KEYWORDS
 
     # -- per thread -------------------------------------------------------------------------
     def _successful(self, th: _Thread) -> bool:
@@ -324,13 +325,15 @@ class CooperationEngine:
             elif author not in agents:
                 th.agents = with_member(agents, author)
         scored = False  # whether the text is now the solution (scored)
+        # the text's flags from the text path's scan (item.text is Text.of(item.raw))
+        flags = item.text.flags if self._flagged and item.raw is not None else None
         if kind is CommentEvent:
             text = event.content
             th.comments += 1
             cid = event.comment_id
             # (t, cid) after the solution's key, or no solution yet
             later = th.sol_id is None or t > th.sol_t or (t == th.sol_t and cid > th.sol_id)
-            if "`" in text:
+            if flags & textscan.TICK if flags is not None else "`" in text:
                 if later or not th.code:
                     th.sol_t, th.sol_id, th.code = t, cid, True
                     scored = True
@@ -340,9 +343,19 @@ class CooperationEngine:
         else:
             text = f"{event.title} {event.content}"
             th.posted, th.title = True, event.title[:120]
+            if flags is not None and not flags & textscan.TECHNICAL and \
+                    event.title[-3:].lower() == "how" and event.content[:2].lower() == "to":
+                # the scan read title "\n" content, the rule reads title " " content: they
+                # differ only where a keyword holds the space between ("how to")
+                flags |= textscan.TECHNICAL
         if scored or not th.technical:
             scan = self._scan
-            if scan is not None:  # both verdicts from one compiled pass
+            if flags is not None:
+                if scored:
+                    th.sol_score = _SCORE_OF[flags & 15] if text else None
+                if not th.technical:
+                    th.technical = flags & textscan.TECHNICAL != 0
+            elif scan is not None:  # both verdicts from one compiled pass
                 if "\u0130" in text or "\u212a" in text:  # (fold's two code points)
                     text = text.lower()
                 flags = cooperation_kernels.assess(

@@ -396,3 +396,49 @@ def test_kernel_finds_what_substring_search_and_the_score_find() -> None:
     eng = pickle.loads(pickle.dumps(CooperationEngine()))
     assert all(np.array_equal(a, b) for a, b in zip(eng._scan, CooperationEngine()._scan,
                                                      strict=True))
+
+
+def test_the_text_scans_flags_are_the_kernels_verdicts() -> None:
+    """The text path's one scan (:attr:`streams.text.Text.flags`, which the engine reads for
+    the default keywords) against the cooperation kernel on the text's bytes: texts of
+    keywords, cut or whole, the score's marks, URLs (whose tokens leave them out: a keyword
+    inside one, or "how to" across its end), tokens met for the first time, code points
+    beyond ASCII, upper case; and a post whose title ends with "how" and whose body starts
+    with "to" is technical (the definition joins them with a space)."""
+    import numpy as np
+
+    from streams import textscan
+    from streams.state import cooperation_kernels as ck
+    from streams.text import Text
+
+    tables = CooperationEngine()._scan
+    assert tables is not None and CooperationEngine()._flagged
+
+    def kernel(text: str) -> int:
+        low = text.lower() if "\u0130" in text or "\u212a" in text else text
+        flags = ck.assess(np.frombuffer(low.encode(), np.uint8), *tables)
+        return flags | (textscan.TICK if "`" in text else 0)
+
+    rng = random.Random(2)
+    words = [*TECHNICAL_KEYWORDS, "test", "assert", "expect", "how", " to", "http://x.io/",
+             "www.", "https://fix.io/(a"]
+    alphabet = ("abcdefhilmnoprstuxy ?!:.\n\t`#/*()[]{}\u2019\u00e9\U0001f600\u0130\u212a\u03a3"
+                + "".join(chr(c ^ 64) for c in range(97, 123)))
+    texts = [*FRAGMENTS, "see https://x.com/how to fix", "www.x.com/HOW TO", "xhttp://fix",
+             "/* https://a.b */", "/* https://a.b\n */", "somehow www.a.b to", "how\tto"]
+    for i in range(3000):
+        text = "".join(rng.choice(words)[:rng.randrange(2, 12)] if rng.random() < 0.4 else
+                       "".join(rng.choice(alphabet) for _ in range(rng.randrange(6)))
+                       for _ in range(rng.randrange(1, 9)))
+        texts.append(text.upper() if rng.random() < 0.2 else text)
+        texts.append(f"{text} q{i}z{rng.choice(['how', 'bug', '(', ''])} to")  # (new tokens)
+    for text in texts:
+        assert Text.of(text).flags == kernel(text), text
+    at = [T0 + timedelta(minutes=10 * i) for i in range(7)]
+    threads = [Thread("p1", "Tell me HOW", "to start", "a", at[0],
+                      [(at[i], f"c{i}", "abc"[i % 3], "ok") for i in range(1, 7)])]
+    eng = CooperationEngine()
+    for e in events_of(threads):
+        eng.update(Item.of(e))
+    check(eng, batch(threads))
+    assert eng.snapshot().value("cooperation_threads") == 1
