@@ -73,13 +73,14 @@ import statistics
 from array import array
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from detectors.alert import Finding, Severity
 from detectors.evidence import DEFAULT, EvidenceConfig, timeline
 from streams.events import CommentEvent
-from streams.state.base import Item, Sample, Snapshot
+from streams.state.base import ArrayBuffer, Item, Sample, Snapshot
 from streams.state.pagerank import largest_gap_cut, pagerank_arrays
 
 
@@ -201,6 +202,14 @@ class SupernodeDetector:
         self._onset: dict[str, float] = {}
         self._judged_at: float | None = None
         self._last: list[Finding] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the arrays pickled from their own buffers (base.ArrayBuffer: no copy held by the
+        # pickler's memo until the dump ends)
+        state = dict(self.__dict__)
+        for name in ("_src", "_dst", "_w", "_degree", "_repliers"):
+            state[name] = ArrayBuffer(state[name])
+        return state
 
     def update(self, item: Item) -> None:
         event = item.event

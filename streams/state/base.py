@@ -24,8 +24,13 @@ count it in everything that does not need an author.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from itertools import chain
+from operator import attrgetter
+from pickle import PickleBuffer
+from typing import TYPE_CHECKING, Any, Literal, Protocol, SupportsIndex
 
 from streams.events import CommentEvent, PostEvent
 from streams.text import Text
@@ -152,6 +157,100 @@ class Record:
 
     def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
         return type(self), tuple([getattr(self, f) for f in self.__slots__])  # type: ignore[attr-defined]
+
+
+class _Stream:
+    """Pickles as a list of what ``items`` yields, streamed: the pickler takes the items one
+    at a time (list items of a reduction, written in batches) and keeps none of them."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self.items = items
+
+    def __reduce__(self) -> tuple[type, tuple[()], None, Iterator[Any]]:
+        return list, (), None, iter(self.items)
+
+
+def _array_of(typecode: str, data: Any) -> array:
+    out = array(typecode)
+    out.frombytes(data)
+    return out
+
+
+class ArrayBuffer:
+    """An ``array.array`` (from ``start`` on) pickled from its own buffer: the array's own
+    reduction copies it to a bytes object, which the pickler's memo holds until the dump ends
+    (protocol 5 writes a :class:`pickle.PickleBuffer` in band, no copy; an older protocol
+    copies, as the array's own reduction). It loads as the array itself.
+
+    >>> import pickle
+    >>> pickle.loads(pickle.dumps(ArrayBuffer(array("i", [1, 2, 3]), 1), protocol=5))
+    array('i', [2, 3])
+    >>> pickle.loads(pickle.dumps(ArrayBuffer(array("d", [0.5])), protocol=4))
+    array('d', [0.5])
+    """
+
+    __slots__ = ("array", "start")
+
+    def __init__(self, data: array, start: int = 0) -> None:
+        self.array, self.start = data, start
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, tuple[str, Any]]:
+        view = memoryview(self.array)[self.start:]
+        return _array_of, (self.array.typecode,
+                           PickleBuffer(view) if int(protocol) >= 5 else view.tobytes())
+
+
+def to_columns(state: dict[str, Any], records: dict[str, type] | None = None,
+               pairs: dict[str, type] | None = None) -> dict[str, Any]:
+    """An engine's pickled state (a copy of its ``__dict__``) with its largest collections of
+    small objects, kept by the thousand a post, pickled as one flat list each: ``records``,
+    the attributes holding a dict of id -> :class:`Record` (all of one class: each id then
+    its fields' values); ``pairs``, those holding a sequence of 2-tuples ((time, id) heaps
+    and queues; the type to remake, list or deque). The pickler's memo holds an entry for
+    every object it pickles and every transient a reduction makes, until the dump ends: a
+    record cost two entries and its field tuple, a pair one entry; streamed (:class:`_Stream`),
+    the values are written as they come, numbers without an entry. The ids and the fields'
+    values are the same objects, so what engines share stays shared after a restore
+    (:func:`from_columns` remakes equal records and pairs, in the same order).
+
+    >>> from collections import deque
+    >>> import pickle
+    >>> @dataclass(slots=True)
+    ... class Post(Record):
+    ...     t: float
+    ...     n: int = 0
+    >>> kept = {"live": Post}, {"due": deque}
+    >>> state = {"live": {"a": Post(1.0, 2), "b": Post(0.5)}, "due": deque([(1.0, "a")]),
+    ...          "k": 3}
+    >>> packed = pickle.loads(pickle.dumps(to_columns(dict(state), *kept)))
+    >>> packed["live"], packed["due"]
+    (['a', 1.0, 2, 'b', 0.5, 0], [1.0, 'a'])
+    >>> from_columns(packed, *kept) == state
+    True
+    """
+    for name, cls in (records or {}).items():
+        recs = state[name]
+        state[name] = _Stream(chain.from_iterable(zip(
+            recs, *[map(attrgetter(f), recs.values()) for f in cls.__slots__], strict=True)))
+    for name in pairs or ():
+        state[name] = _Stream(chain.from_iterable(state[name]))
+    return state
+
+
+def from_columns(state: dict[str, Any], records: dict[str, type] | None = None,
+                 pairs: dict[str, type] | None = None) -> dict[str, Any]:
+    """The state :func:`to_columns` made, pickled and loaded, its records and pairs remade
+    (in place)."""
+    for name, cls in (records or {}).items():
+        flat, k = state[name], len(cls.__slots__) + 1
+        state[name] = dict(zip(flat[::k], map(cls, *[flat[i::k] for i in range(1, k)]),
+                               strict=True))
+    for name, kind in (pairs or {}).items():
+        flat = state[name]
+        state[name] = kind(zip(flat[::2], flat[1::2], strict=True))
+    return state
 
 
 class Engine(Protocol):

@@ -80,7 +80,7 @@ import numpy as np
 from streams import textscan
 from streams.events import CommentEvent, PostEvent
 from streams.state import cooperation_kernels
-from streams.state.base import Item, Record, Sample, Snapshot, with_member
+from streams.state.base import Item, Record, Sample, Snapshot, from_columns, to_columns, with_member
 from streams.textscan import TECHNICAL_KEYWORDS
 
 _INLINE_CODE = re.compile(r"`[^`]+`")
@@ -253,11 +253,17 @@ class CooperationEngine:
             return (*cooperation_kernels.tables(words), len(words))
         return None
 
+    # pickled in columns (base.to_columns): a thread and its queue entries each are a post's
+    _COLUMNS: ClassVar[tuple[dict[str, type], dict[str, type]]] = (
+        {"_live": _Thread}, {"_due": list, "_forget": deque})
+
     def __getstate__(self) -> dict[str, Any]:  # the kernel's tables are made again
-        return {k: v for k, v in self.__dict__.items() if k not in ("_scan", "_flagged")}
+        made = ("_scan", "_flagged")
+        return to_columns({k: v for k, v in self.__dict__.items() if k not in made},
+                          *self._COLUMNS)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update(from_columns(state, *self._COLUMNS))
         self._scan = self._scanner()
         self._flagged = self._scan is not None and tuple(
             k.lower() for k in self.config.keywords) == TECHNICAL_KEYWORDS

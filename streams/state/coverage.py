@@ -53,7 +53,7 @@ from operator import add, sub
 from typing import Any, ClassVar
 
 from streams.events import CommentEvent, PostEvent
-from streams.state.base import Item, Record, Sample, Snapshot
+from streams.state.base import Item, Record, Sample, Snapshot, from_columns, to_columns
 
 DAY = 86_400.0
 # the figures of a set of posts, in this order
@@ -115,6 +115,16 @@ class CoverageState:
         self._orphans_dropped = 0
         self._orphans_live = 0  # comments held for posts not seen (yet)
         self._latest: float | None = None
+
+    # pickled in columns (base.to_columns): a record and a heap entry a post
+    _COLUMNS: ClassVar[tuple[dict[str, type], dict[str, type]]] = (
+        {"_posts": _Post}, {"_ages": list})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return to_columns(dict(self.__dict__), *self._COLUMNS)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(from_columns(state, *self._COLUMNS))
 
     # ------------------------------------------------------------------ contract
 

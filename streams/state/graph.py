@@ -59,7 +59,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from streams.events import CommentEvent
-from streams.state.base import Item, Sample, Snapshot
+from streams.state.base import ArrayBuffer, Item, Sample, Snapshot
 
 Pair = tuple[str, str]
 Weights = dict[Pair, int]
@@ -140,12 +140,15 @@ class InteractionGraph:
         self.late_total = 0
 
     def __getstate__(self) -> dict[str, Any]:
-        # the queue without what already left it (copies: the graph itself is not changed);
-        # each slot's pair and window weight are remade from the pair index and the queue
+        # the queue without what already left it (the graph itself is not changed), the
+        # arrays pickled from their own buffers (base.ArrayBuffer: no copy); each slot's pair
+        # and window weight are remade from the pair index and the queue
         state = {k: v for k, v in self.__dict__.items() if k not in ("_pairs", "_win")}
         head = self._head
+        for name in ("_src", "_dst", "_w"):
+            state[name] = ArrayBuffer(state[name])
         for name in ("_queue_t", "_queue_seq", "_queue_slot"):
-            state[name] = state[name][head:]
+            state[name] = ArrayBuffer(state[name], head)
         state["_head"] = 0
         return state
 

@@ -63,7 +63,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from streams.events import CommentEvent, PostEvent, VoteEvent
-from streams.state.base import Item, Record, Sample, Snapshot, with_member
+from streams.state.base import Item, Record, Sample, Snapshot, from_columns, to_columns, with_member
 
 DEFAULT_BUCKETS = (0, 1, 5, 20, 100)
 
@@ -203,6 +203,16 @@ class ThreadsEngine:
         self._retire: list[tuple[float, str]] = []
         self._horizon_s = self.config.horizon.total_seconds()
         self._retention_s = self.config.retention.total_seconds()
+
+    # pickled in columns (base.to_columns): a thread and its heap entries each are a post's
+    _COLUMNS: ClassVar[tuple[dict[str, type], dict[str, type]]] = (
+        {"_live": _Thread}, {"_horizon": list, "_retire": list})
+
+    def __getstate__(self) -> dict[str, Any]:
+        return to_columns(dict(self.__dict__), *self._COLUMNS)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(from_columns(state, *self._COLUMNS))
 
     def _bucket(self, upvotes: int) -> str:
         lut = self._lut
