@@ -519,17 +519,22 @@ class _Cascades:
         at ``tu[ci]``) where it is. The pairs not found are the new adoptions :meth:`add`
         inserts next: they are set in the filters and counted here."""
         found = np.zeros(len(cno), bool)
-        where = np.empty(len(cno), np.int64)
-        segment_find(self.evs[0], self.ptrs[0], cno, agent, text_agent, found, where, ci, tu,
-                     xu, text_time)
+        if len(self.evs[0]):
+            where = np.empty(len(cno), np.int64)
+            segment_find(self.evs[0], self.ptrs[0], cno, agent, text_agent, found, where, ci,
+                         tu, xu, text_time)
+        else:  # level 0 is empty after every flush over its bound (most): nothing to search,
+            where = np.zeros(len(cno), np.int64)  # every pair goes in at 0
         if self.fbuf is None:
             self._filters(text_agent)
         pending = filter_pending(self.fbuf, self.fstart, self.fsize, self.fcount, cno, agent,
                                  found)
-        for ev, ptr in zip(self.evs[1:], self.ptrs[1:], strict=True):
-            if len(ev):
-                segment_find_some(ev, ptr, pending, cno, agent, text_agent, found, ci, tu, xu,
-                                  text_time)
+        # a pair is in one level at most, so the order of the search is free: the largest
+        # level first (most of the pairs found are there, and not searched again)
+        for level in sorted(range(1, len(self.evs)), key=lambda i: -len(self.evs[i])):
+            if len(self.evs[level]):
+                segment_find_some(self.evs[level], self.ptrs[level], pending, cno, agent,
+                                  text_agent, found, ci, tu, xu, text_time)
         filter_adopt(self.fbuf, self.fstart, self.fsize, self.fcount, pending, cno, agent, found)
         return found, where
 
@@ -706,6 +711,7 @@ class CascadeEngine:
         self._texts_at_analysis = 0
         self._fit_key: bytes | None = None
         self._fit: PowerLawFit | None = None
+        self._kth_size = 0  # the exposure_cascades-th largest size at the last analysis
         self._analysis: dict[str, Any] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -902,15 +908,17 @@ class CascadeEngine:
 
     # -- queries ----------------------------------------------------------------------------
     def _cascades(self) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, sizes) of the cascades."""
+        """(ids, sizes) of the cascades, by id: their numbers' ids and adopter counts, as the
+        store keeps them (no pass over the n-gram table; the ids are the engine's own
+        array, read only)."""
         self._flush()
-        c = self._size >= self.config.min_adopters
-        return self._keys[c], self._size[c].astype(np.int64)
+        return self._cids, self._big.fcount.astype(np.int64)
 
     def cascade_ids(self) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, sizes) of every cascade, by id (:meth:`ngram` names one): O(n-grams tracked)
-        in NumPy, where :meth:`sizes` names them all in Python."""
-        return self._cascades()
+        """(ids, sizes) of every cascade, by id (:meth:`ngram` names one): O(cascades) in
+        NumPy, where :meth:`sizes` names them all in Python."""
+        ids, sizes = self._cascades()
+        return ids.copy(), sizes
 
     def ngram(self, gid: int) -> str:
         """A cascade's words, from its id."""
@@ -1031,8 +1039,13 @@ class CascadeEngine:
                          if len(sizes) >= 2 else None)
         k = cfg.exposure_cascades
         cand = np.arange(len(sizes))
-        if len(sizes) > k:  # the k largest (ties at the k-th kept) sorted, not all of them
-            cand = np.flatnonzero(sizes >= np.partition(sizes, len(sizes) - k)[len(sizes) - k])
+        if len(sizes) > k:  # the k largest (ties at the k-th kept) sorted, not all of them;
+            # sizes only grow and cascades are never evicted, so the k-th largest size never
+            # falls: the k largest are among the cascades as large as it was last time
+            cand = np.flatnonzero(sizes >= self._kth_size)
+            top = sizes[cand]
+            self._kth_size = int(np.partition(top, len(top) - k)[len(top) - k])
+            cand = cand[top >= self._kth_size]
         order = cand[np.lexsort((ids[cand], -sizes[cand]))][:k]
         largest, lsizes = ids[order].tolist(), sizes[order].tolist()
         nodes = self._graph_map()
