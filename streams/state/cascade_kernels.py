@@ -90,6 +90,9 @@ def insert_runs(column: np.ndarray, indptr: np.ndarray, ca: np.ndarray, xa: np.n
     return out
 
 
+MERGE_AHEAD = 16  # the merges ask for the agent of the text this many ahead in each run
+
+
 @numba.njit([(U32, U32, U32, U32, U32, INT)], cache=True)
 def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2: np.ndarray,
                    text_agent: np.ndarray, capacity: int) -> np.ndarray:
@@ -99,9 +102,12 @@ def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2:
     ``capacity`` (at least both levels' adoptions: the room after them is left untouched,
     for :func:`merge_in_place`). The two runs' current texts and agents are held, each read
     again only when its run moves on (one text and one agent read an output, where reading
-    both runs' at each step doubles the dependent reads)."""
+    both runs' at each step doubles the dependent reads); the agents' table misses the
+    cache: each run asks for the agent of its text ``MERGE_AHEAD`` on as it moves (a hint,
+    which changes no value)."""
     out = np.empty(max(capacity, len(ev) + len(ev2)), np.uint32)
     o = 0
+    n1, n2 = len(ev) - MERGE_AHEAD, len(ev2) - MERGE_AHEAD
     for c in range(len(indptr) - 1):
         i, end = np.int64(indptr[c]), np.int64(indptr[c + 1])
         j, end2 = np.int64(indptr2[c]), np.int64(indptr2[c + 1])
@@ -115,6 +121,8 @@ def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2:
                     i += 1
                     if i == end:
                         break
+                    if i < n1:
+                        prefetch(text_agent, ev[i + MERGE_AHEAD])
                     x = ev[i]
                     ax = text_agent[x]
                 else:
@@ -123,6 +131,8 @@ def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2:
                     j += 1
                     if j == end2:
                         break
+                    if j < n2:
+                        prefetch(text_agent, ev2[j + MERGE_AHEAD])
                     y = ev2[j]
                     ay = text_agent[y]
         for q in range(i, end):  # loops, not slices: most segments are short
@@ -143,7 +153,8 @@ def merge_in_place(buf: np.ndarray, n: int, ev: np.ndarray, indptr: np.ndarray,
     agent down), so an adoption of ``buf`` is read before its place is written (it only moves
     up, by the adoptions of ``ev`` before it); the segments before the first that ``ev``
     touches stay where they are. No new buffer: its pages are not faulted in again at every
-    merge (a fresh level of 100 M adoptions costs ~0.2 s of page faults)."""
+    merge (a fresh level of 100 M adoptions costs ~0.2 s of page faults). Agents asked for
+    ahead as :func:`merge_segments` asks."""
     o = n + len(ev)
     for c in range(len(indptr) - 2, -1, -1):
         i, i0 = np.int64(indptr[c + 1]), np.int64(indptr[c])
@@ -160,6 +171,8 @@ def merge_in_place(buf: np.ndarray, n: int, ev: np.ndarray, indptr: np.ndarray,
                     i -= 1
                     if i == i0:
                         break
+                    if i > MERGE_AHEAD:
+                        prefetch(text_agent, ev[i - 1 - MERGE_AHEAD])
                     x = ev[i - 1]
                     ax = text_agent[x]
                 else:
@@ -167,6 +180,8 @@ def merge_in_place(buf: np.ndarray, n: int, ev: np.ndarray, indptr: np.ndarray,
                     j -= 1
                     if j == j0:
                         break
+                    if j > MERGE_AHEAD:  # below j: not written yet (o >= j)
+                        prefetch(text_agent, buf[j - 1 - MERGE_AHEAD])
                     y = buf[j - 1]
                     ay = text_agent[y]
         while i > i0:
