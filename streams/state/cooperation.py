@@ -258,15 +258,12 @@ class CooperationEngine:
         {"_live": _Thread}, {"_due": list, "_forget": deque})
 
     def __getstate__(self) -> dict[str, Any]:  # the kernel's tables are made again
-        made = ("_scan", "_flagged")
-        return to_columns({k: v for k, v in self.__dict__.items() if k not in made},
+        return to_columns({k: v for k, v in self.__dict__.items() if k != "_scan"},
                           *self._COLUMNS)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(from_columns(state, *self._COLUMNS))
         self._scan = self._scanner()
-        self._flagged = self._scan is not None and tuple(
-            k.lower() for k in self.config.keywords) == TECHNICAL_KEYWORDS
 
     # -- per thread -------------------------------------------------------------------------
     def _successful(self, th: _Thread) -> bool:
