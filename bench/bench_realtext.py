@@ -783,6 +783,7 @@ def ngram_projection() -> None:
     """The n-gram tables at real novelty: the stream resamples a few thousand real posts, so
     its distinct n-grams stop at the corpus's and its n-gram state says nothing about a peak
     day; the corpus's own rate of distinct n-grams a post does."""
+    from streams.state.ngram_kernels import BUCKETS
     from streams.state.ngrams import BYTES_PER_NGRAM, MAX_TRACKED
     from streams.text import Text
 
@@ -795,12 +796,14 @@ def ngram_projection() -> None:
     rate = len(seen) / len(posts)
     peak = PEAK_DAY["posts"] * rate
     held = peak + 8 * PEAK_DAY["posts"] / 4 * rate  # 7-day grace + lateness: 8 earlier days
+    fixed = 5 * 8 * (BUCKETS + 1)  # what the tables (n = 1..5) hold besides: bucket offsets
     print(f"  n-grams at real novelty ({rate:.0f} distinct a post over the {len(posts):,} "
           f"corpus posts; the stream's resampling stops at {len(seen):,}): the peak day's own "
           f"{peak / 1e6:.0f} M ({mb(peak * BYTES_PER_NGRAM)}, never evicted); with 8 normal "
           f"days before it {held / 1e6:.0f} M unbounded ({mb(held * BYTES_PER_NGRAM)}), "
           f"bounded by max(max_tracked {MAX_TRACKED / 1e6:.0f} M, the current day's): "
-          f"{mb(max(min(held, MAX_TRACKED), peak) * BYTES_PER_NGRAM)}, to add to the RSS")
+          f"{mb(max(min(held, MAX_TRACKED), peak) * BYTES_PER_NGRAM + fixed)}, to add to the "
+          f"RSS ({BYTES_PER_NGRAM} B an n-gram and {mb(fixed)} of bucket offsets)")
 
 
 def _num(x: int | str) -> int:

@@ -28,6 +28,12 @@ from numba import types
 from streams.kernels import I64, INT, U8, U64
 
 U16 = types.Array(types.uint16, 1, "C")  # the tables' day columns and packed metadata
+U32 = types.Array(types.uint32, 1, "C")  # the packed table's low 32 bits of an id
+#: The packed table's ids are split: the top ``BUCKET_BITS`` bits are the bucket (implicit,
+#: by place: ``starts``), the next 16 a uint16 column, the low 32 a uint32 column.
+BUCKET_BITS = 16
+BUCKETS = 1 << BUCKET_BITS
+LOW_BITS = 64 - BUCKET_BITS
 
 
 @numba.njit([(U64,)], cache=True)
@@ -135,25 +141,35 @@ def _born(bmin: int, bmax: int, bcnt: int, births: np.ndarray, deaths: np.ndarra
         deaths[bmax - base] += 1
 
 
-@numba.njit([(U64, U16, U64, I64, I64, I64, INT, INT, INT, I64, I64, INT)], cache=True)
-def merge_packed(keys: np.ndarray, meta: np.ndarray, uk: np.ndarray, bmin: np.ndarray,
-                 bmax: np.ndarray, bcnt: np.ndarray, origin: int, clamp: int, grace: int,
-                 births: np.ndarray, deaths: np.ndarray, base: int,
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@numba.njit([(U32, U16, U16, I64, U64, I64, I64, I64, INT, INT, INT, I64, I64, INT)],
+            cache=True)
+def merge_packed(lo: np.ndarray, mid: np.ndarray, meta: np.ndarray, starts: np.ndarray,
+                 uk: np.ndarray, bmin: np.ndarray, bmax: np.ndarray, bcnt: np.ndarray,
+                 origin: int, clamp: int, grace: int, births: np.ndarray, deaths: np.ndarray,
+                 base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Fold the distinct sorted ids ``uk`` (first day, last day, count each) into the packed
-    table (``keys``, ``meta``: see :class:`~streams.state.ngrams._PackedTable`): held ones
-    updated in place; returns the insertion positions, ids and packed metadata of the new
-    ones."""
-    n = len(keys)
+    table (ids split into ``lo``, ``mid`` and the bucket ``starts``; ``meta``: see
+    :class:`~streams.state.ngrams._PackedTable`): held ones updated in place; returns the
+    insertion positions, the two id columns' values and the packed metadata of the new ones,
+    and moves ``starts`` on as if they were inserted (:func:`spread_packed` inserts them
+    next)."""
     pos = np.empty(len(uk), np.int64)
-    new_keys = np.empty(len(uk), np.uint64)
+    new_lo = np.empty(len(uk), np.uint32)
+    new_mid = np.empty(len(uk), np.uint16)
     new_meta = np.empty(len(uk), np.uint16)
+    added = np.zeros(BUCKETS, np.int64)
+    low_mask = np.uint64((1 << LOW_BITS) - 1)
     k = 0
     j = 0
     for i in range(len(uk)):
         g = uk[i]
-        j = _seek(keys, j, g)
-        if j < n and keys[j] == g:
+        b = np.int64(g >> np.uint64(LOW_BITS))
+        g48 = g & low_mask
+        j = max(j, starts[b])
+        end = starts[b + 1]
+        while j < end and ((np.uint64(mid[j]) << np.uint64(32)) | np.uint64(lo[j])) < g48:
+            j += 1
+        if j < end and ((np.uint64(mid[j]) << np.uint64(32)) | np.uint64(lo[j])) == g48:
             m = np.int64(meta[j])
             l0 = (m & 0xFF) + origin
             nf, nl, nc = _life(l0 - ((m >> 8) & 0x7F), l0, 1 + (m >> 15), bmin[i], bmax[i],
@@ -162,10 +178,36 @@ def merge_packed(keys: np.ndarray, meta: np.ndarray, uk: np.ndarray, bmin: np.nd
         else:
             _born(bmin[i], bmax[i], bcnt[i], births, deaths, base)
             pos[k] = j
-            new_keys[k] = g
+            new_lo[k] = np.uint32(g48 & np.uint64(0xFFFFFFFF))
+            new_mid[k] = np.uint16(g48 >> np.uint64(32))
             new_meta[k] = _pack(bmin[i], bmax[i], bcnt[i], origin, clamp)
+            added[b] += 1
             k += 1
-    return pos[:k], new_keys[:k], new_meta[:k]
+    moved = 0
+    for b in range(BUCKETS):
+        moved += added[b]
+        starts[b + 1] += moved
+    return pos[:k], new_lo[:k], new_mid[:k], new_meta[:k]
+
+
+@numba.njit([(U32, U16, U16, I64, types.Array(types.bool_, 1, "C"))], cache=True)
+def keep_packed(lo: np.ndarray, mid: np.ndarray, meta: np.ndarray, starts: np.ndarray,
+                mask: np.ndarray) -> int:
+    """Keep the entries of the packed table where ``mask`` holds, in place (writes stay at or
+    below the read), ``starts`` moved with them; returns how many are kept (the columns'
+    tails past it are to be cut)."""
+    w = 0
+    for b in range(len(starts) - 1):
+        s, e = starts[b], starts[b + 1]  # e is still the old start of the next bucket
+        starts[b] = w
+        for i in range(s, e):
+            if mask[i]:
+                lo[w] = lo[i]
+                mid[w] = mid[i]
+                meta[w] = meta[i]
+                w += 1
+    starts[len(starts) - 1] = w
+    return w
 
 
 @numba.njit([(U64, U16, U16, U8, U64, I64, I64, I64, INT, I64, I64, INT)], cache=True)
@@ -211,4 +253,24 @@ def spread(column: np.ndarray, held: int, pos: np.ndarray, values: np.ndarray) -
             w -= 1
             i -= 1
         column[w] = values[t]
+        w -= 1
+
+
+@numba.njit([(U32, U16, U16, INT, I64, U32, U16, U16)], cache=True)
+def spread_packed(lo: np.ndarray, mid: np.ndarray, meta: np.ndarray, held: int, pos: np.ndarray,
+                  new_lo: np.ndarray, new_mid: np.ndarray, new_meta: np.ndarray) -> None:
+    """:func:`spread` of the packed table's three columns in one pass from the end."""
+    w = held + len(new_lo) - 1
+    i = held - 1
+    for t in range(len(new_lo) - 1, -1, -1):
+        p = pos[t]
+        while i >= p:
+            lo[w] = lo[i]
+            mid[w] = mid[i]
+            meta[w] = meta[i]
+            w -= 1
+            i -= 1
+        lo[w] = new_lo[t]
+        mid[w] = new_mid[t]
+        meta[w] = new_meta[t]
         w -= 1

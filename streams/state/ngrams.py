@@ -27,42 +27,41 @@ paper's batch rule exactly: details ``ngrams.series_batch`` (and ``mean_rates_ba
 the live rule's ``ngrams.series``. It is not bounded (13 bytes per distinct n-gram of the run):
 for archives, not for the live service.
 
-Bounded memory. N-grams are the 64-bit ids of :meth:`streams.text.Text.ngram_ids` (chained
-there from the (n-1)-gram ids of the same text; expected colliding pairs ~N^2 / 2^65 for N
-n-grams in a table, 3e-6 for N = 10^7). Per n, a table sorted by id; the live rule's holds one
-uint16 beside each id: 10 bytes a tracked n-gram (``BYTES_PER_NGRAM``; it was 13). The uint16
-packs the last day relative to the oldest day that may still change (8 bits: G + lateness <=
-255, else the wide layout below), the first day as ``min(last - first, lateness + 1)`` (a first
-day further back can never move: no post older than ``current - lateness`` is counted, so it is
-kept clamped and never read back) and the count capped at 2 (1 bit); the batch rule's table
-keeps first and last day as uint16 days since 1970 (good to 2149) and the count as uint8, 13
-bytes. Merges and drops edit the tables in place (the buffers grow and shrink by realloc; a
-merge moves the old elements right from the end, a drop a chunk at a time): no second copy of a
-table at any moment, only the buffered occurrences (8 bytes each), a merge's 18 bytes a distinct
-batch id and chunk-sized temporaries. N-grams are dropped as soon as they can no longer change:
-unseen for more than G days (singletons included), so the tables hold only the n-grams of the
-last G + lateness + 1 days; the drop runs once per day change (nothing can age out within a
-day). Occurrences are buffered and merged in vectorised batches (at each day change, every
-``flush_every`` occurrences and on reading): one sort of the buffered ids per n (one day in the
-buffer: a compiled bucket sort of the ids alone, then one pass for the distinct ones), one
-compiled walk over each sorted table and the sorted batch
-(:mod:`streams.state.ngram_kernels`: the grace rule per n-gram, counters moved in place), one
-insertion in place; births and deaths are kept as per-day
-counters (``births`` / ``deaths`` of a day in the series: qualifying lives whose first / last
-day it is), so finished n-grams leave nothing but counts. A merge moves every element of the
-tables, so the buffer holds at least an eighth of the tracked n-grams before one (8 bytes an
+Bounded memory. N-grams are the 64-bit ids of :meth:`streams.text.Text.ngram_ids` (chained there
+from the (n-1)-gram ids of the same text; expected colliding pairs ~N^2 / 2^65 for N n-grams in a
+table, 3e-6 for N = 10^7). Per n, a table sorted by id; the live rule's holds each id in 6 bytes
+(its top 16 bits are its bucket, implied by its place: a table's 65,537 bucket offsets, 0.5 MB, are
+all it adds) and one uint16 beside it: 8 bytes a tracked n-gram (``BYTES_PER_NGRAM``; it was 13,
+then 10 with the whole id). The uint16 packs the last day relative to the oldest day that may still
+change (8 bits: G + lateness <= 255, else the wide layout below), the first day as ``min(last -
+first, lateness + 1)`` (a first day further back can never move: no post older than ``current -
+lateness`` is counted, so it is kept clamped and never read back) and the count capped at 2 (1
+bit); the batch rule's table keeps first and last day as uint16 days since 1970 (good to 2149) and
+the count as uint8, 13 bytes. Merges and drops edit the tables in place (the buffers grow and
+shrink by realloc; a merge moves the old elements right from the end, a drop moves the kept ones
+left): no second copy of a table at any moment, only the buffered occurrences (8 bytes each), a
+merge's 18 bytes a distinct batch id and chunk-sized temporaries. N-grams are dropped as soon as
+they can no longer change: unseen for more than G days (singletons included), so the tables hold
+only the n-grams of the last G + lateness + 1 days; the drop runs once per day change (nothing can
+age out within a day). Occurrences are buffered and merged in vectorised batches (at each day
+change, every ``flush_every`` occurrences and on reading): one sort of the buffered ids per n (one
+day in the buffer: a compiled bucket sort of the ids alone, then one pass for the distinct ones),
+one compiled walk over each sorted table and the sorted batch (:mod:`streams.state.ngram_kernels`:
+the grace rule per n-gram, counters moved in place), one insertion in place; births and deaths are
+kept as per-day counters (``births`` / ``deaths`` of a day in the series: qualifying lives whose
+first / last day it is), so finished n-grams leave nothing but counts. A merge moves every element
+of the tables, so the buffer holds at least an eighth of the tracked n-grams before one (8 bytes an
 occurrence: the buffer adds at most ~8 % to the tables' memory); per post the cost is O(tokens x
-max_n x log), with no Python loop over tokens or history. Repeated texts: a post whose exact
-text (title and body, a 16-byte blake2b digest) was already counted twice on its day changes
-nothing (each of its n-grams already has that day in its life and a count of 2), so it is
-counted in the totals and skipped without tokens' ids or n-gram work; the digests of the days
-that can still take posts (lateness + 1 days) are kept, ~100 bytes a distinct text (20 MB at a
-200k-post day).
+max_n x log), with no Python loop over tokens or history. Repeated texts: a post whose exact text
+(title and body, a 16-byte blake2b digest) was already counted twice on its day changes nothing
+(each of its n-grams already has that day in its life and a count of 2), so it is counted in the
+totals and skipped without tokens' ids or n-gram work; the digests of the days that can still take
+posts (lateness + 1 days) are kept, ~100 bytes a distinct text (20 MB at a 200k-post day).
 
-A hard bound besides (``max_tracked``, default 100 M n-grams of all n: 1 GB of tables).
+A hard bound besides (``max_tracked``, default 100 M n-grams of all n: 0.8 GB of tables).
 Most tracked n-grams are singletons (seen once: on real posts ~650 distinct n-grams a post,
 most never seen again), and the grace rule keeps them G + lateness + 1 days: a Moltbook peak
-day (200k posts) after normal days (50k) would hold ~400 M of them, 4 GB. When a merge leaves
+day (200k posts) after normal days (50k) would hold ~400 M of them, 3.2 GB. When a merge leaves
 more than ``max_tracked`` n-grams, the singletons of the oldest days are evicted, whole days
 at a time, never the current day's (qualifying n-grams are never evicted: they carry the
 counters). What that costs, exactly bounded: an evicted singleton holds no count (it never
@@ -108,8 +107,8 @@ from streams.state import ngram_kernels
 from streams.state.base import Item, Sample, Snapshot
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-BYTES_PER_NGRAM = 8 + 2  # the live tables' layout (the batch rule's: 8 + 2 + 2 + 1)
-MAX_TRACKED = 100_000_000  # live n-grams held (all n): 1 GB of tables at most, see above
+BYTES_PER_NGRAM = 4 + 2 + 2  # the live tables' layout (the batch rule's: 8 + 2 + 2 + 1)
+MAX_TRACKED = 100_000_000  # live n-grams held (all n): 0.8 GB of tables at most, see above
 DAY = 86_400.0
 
 
@@ -166,29 +165,38 @@ class _WideTable:
 
 
 class _PackedTable:
-    """The live grace rule's layout, 10 B an n-gram: sorted ids and one uint16 each,
-    ``last - origin`` (bits 0-7; every held n-gram was seen on or after ``origin``, the
-    oldest day that may still be extended, moved on at each day change), ``min(last - first,
-    lateness + 1)`` (bits 8-14) and count >= 2 (bit 15). A first day more than ``lateness``
-    before the last is kept clamped: no post can arrive before it any more (posts older than
-    ``current - lateness`` are skipped), so it can never move and is never read back."""
+    """The live grace rule's layout, 8 B an n-gram: sorted ids, each split into its top 16
+    bits (its bucket, implicit: the bucket's entries lie between two of ``starts``, 65,537
+    offsets, 0.5 MB a table once it holds any), the next 16 (``mid``) and the low 32 (``lo``),
+    and one uint16 each (``meta``), ``last - origin`` (bits 0-7; every held n-gram was seen on
+    or after ``origin``, the oldest day that may still be extended, moved on at each day
+    change), ``min(last - first, lateness + 1)`` (bits 8-14) and count >= 2 (bit 15). A first
+    day more than ``lateness`` before the last is kept clamped: no post can arrive before it
+    any more (posts older than ``current - lateness`` are skipped), so it can never move and
+    is never read back."""
 
-    __slots__ = ("keys", "meta", "origin", "clamp")
+    __slots__ = ("lo", "mid", "meta", "starts", "origin", "clamp")
 
     def __init__(self, clamp: int) -> None:
-        self.keys = np.empty(0, np.uint64)
+        self.lo = np.empty(0, np.uint32)
+        self.mid = np.empty(0, np.uint16)
         self.meta = np.empty(0, np.uint16)
+        self.starts = np.empty(0, np.int64)  # made at the first merge
         self.origin = 0
         self.clamp = clamp
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.lo)
 
     def nbytes(self) -> int:
-        return self.keys.nbytes + self.meta.nbytes
+        return self.lo.nbytes + self.mid.nbytes + self.meta.nbytes + self.starts.nbytes
 
     def keep(self, mask: np.ndarray) -> None:
-        self.keys, self.meta = _kept(self.keys, mask), _kept(self.meta, mask)
+        columns = [_owned(c) for c in (self.lo, self.mid, self.meta)]
+        kept = ngram_kernels.keep_packed(*columns, self.starts, mask)
+        for c in columns:
+            c.resize(kept, refcheck=False)
+        self.lo, self.mid, self.meta = columns
 
     def rebase(self, origin: int) -> None:
         """Move ``origin`` on (every held n-gram's last day is on or after the new one)."""
@@ -200,10 +208,19 @@ class _PackedTable:
     def merge(self, uk: np.ndarray, bmin: np.ndarray, bmax: np.ndarray, bcnt: np.ndarray,
               grace: int, births: np.ndarray, deaths: np.ndarray, base: int) -> None:
         """Fold distinct sorted ids (first day, last day, count) in under the grace rule."""
-        pos, keys, meta = ngram_kernels.merge_packed(self.keys, self.meta, uk, bmin, bmax, bcnt,
-                                                     self.origin, self.clamp, grace, births,
-                                                     deaths, base)
-        self.keys, self.meta = _inserted([self.keys, self.meta], [keys, meta], pos)
+        if not len(self.starts):
+            self.starts = np.zeros(ngram_kernels.BUCKETS + 1, np.int64)
+        pos, *values = ngram_kernels.merge_packed(self.lo, self.mid, self.meta, self.starts, uk,
+                                                  bmin, bmax, bcnt, self.origin, self.clamp,
+                                                  grace, births, deaths, base)
+        if not len(pos):
+            return
+        n = len(self.lo)
+        columns = [_owned(c) for c in (self.lo, self.mid, self.meta)]
+        for c in columns:
+            c.resize(n + len(pos), refcheck=False)
+        ngram_kernels.spread_packed(*columns, n, pos, *values)
+        self.lo, self.mid, self.meta = columns
 
     def lasts(self) -> np.ndarray:
         return (self.meta & 0xFF).astype(np.int64) + self.origin

@@ -15,6 +15,7 @@ import pytest
 from service.sources.archive import open_archive
 from streams.events import PostEvent
 from streams.state.base import Item
+from streams.state.ngram_kernels import BUCKETS
 from streams.state.ngrams import BYTES_PER_NGRAM, NgramTracker, day_index, day_label, ngrams
 from streams.text import tokenize
 
@@ -168,7 +169,10 @@ def test_live_grace_rule_exact_and_bounded(posts, tokens, live) -> None:
     snap = live.snapshot()
     d = snap.details["ngrams"]
     assert d["report_day"] == day_label(day_index(posts[-1].t) - 7)
-    assert d["bytes_per_tracked_ngram"] == pytest.approx(BYTES_PER_NGRAM)
+    # the columns' bytes a tracked n-gram, and each table that holds any its bucket offsets
+    tracked = [live.tracked(n) for n in range(1, 6)]
+    held = BYTES_PER_NGRAM * sum(tracked) + 8 * (BUCKETS + 1) * sum(map(bool, tracked))
+    assert d["bytes_per_tracked_ngram"] == pytest.approx(held / sum(tracked))
     assert snap.value("ngrams_tracked", n="5") == live.tracked(5)
     json.dumps(snap.as_dict(), allow_nan=False)
 
@@ -320,6 +324,45 @@ def test_in_place_table_edits(monkeypatch) -> None:
         assert np.array_equal(got, want) and np.array_equal(twice, want * 2)
         mask = rng.random(len(want)) < 0.5
         assert np.array_equal(mod._kept(pickle.loads(pickle.dumps(want)), mask), want[mask])
+
+
+def test_packed_table_ids_split_by_bucket() -> None:
+    """The packed table keeps each id as its bucket (top 16 bits, by place) and 48 low bits:
+    merges and drops give the ids, counts and last days of a plain dict, with ids sharing
+    their low bits in other buckets, the first and the last bucket, and a pickle between."""
+    import pickle
+
+    import numpy as np
+
+    from streams.state import ngrams as mod
+
+    def ids_of(table: mod._PackedTable) -> np.ndarray:
+        top = np.repeat(np.arange(mod.ngram_kernels.BUCKETS, dtype=np.uint64),
+                        np.diff(table.starts))
+        return (top << np.uint64(48)) | (table.mid.astype(np.uint64) << np.uint64(32)) | table.lo
+
+    rng = np.random.default_rng(1)
+    low = rng.integers(0, 2**48, 40, dtype=np.uint64)
+    top = np.array([0, 1, 2, 777, 65534, 65535], np.uint64) << np.uint64(48)
+    pool = np.unique((top[:, None] | low[None, :]).ravel())
+    table, plain = mod._PackedTable(clamp=2), {}
+    births, deaths = np.zeros(8, np.int64), np.zeros(8, np.int64)
+    for day in range(6):
+        uk = np.unique(rng.choice(pool, 60))
+        counts = rng.integers(1, 3, len(uk))
+        days = np.full(len(uk), day, np.int64)
+        table.merge(uk, days, days, counts, 7, births, deaths, 0)
+        for g, c in zip(uk.tolist(), counts.tolist(), strict=True):
+            plain[g] = (day, min(plain.get(g, (0, 0))[1] + c, 2))
+        if day % 2:
+            mask = rng.random(len(table)) < 0.7
+            for g in ids_of(table)[~mask].tolist():
+                del plain[g]
+            table.keep(mask)
+        table = pickle.loads(pickle.dumps(table))
+        assert ids_of(table).tolist() == sorted(plain)
+        assert table.lasts().tolist() == [plain[g][0] for g in sorted(plain)]
+        assert table.counts().tolist() == [plain[g][1] for g in sorted(plain)]
 
 
 def test_sort_runs_is_runs_of_the_sorted_ids() -> None:
