@@ -19,7 +19,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streams.kernels import B1, BOOL, F64, FLOAT, I64, INT, U32, U64, UINT, prefetch
+from streams.kernels import B1, F64, FLOAT, I64, INT, U32, U64, UINT, prefetch
 
 AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption's key
 
@@ -312,16 +312,16 @@ def _free(pool: np.ndarray, heads: np.ndarray, caps: np.ndarray, b: int, c: int)
     heads[-1] += caps[c]
 
 
-@numba.njit([(U64, U64, I64, I64, F64, INT, U64, U64, U32, F64, U32, U32, INT, I64, I64,
+@numba.njit([(U32, U64, U32, I64, F64, INT, U64, U64, U32, F64, U32, U32, INT, I64, I64,
               I64, U32, F64, INT)], cache=True)
-def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.ndarray,
+def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.ndarray,
                 times: np.ndarray, base: int, cids: np.ndarray, keys: np.ndarray,
                 size: np.ndarray, last: np.ndarray, blk: np.ndarray, pool: np.ndarray,
                 used: int, heads: np.ndarray, caps: np.ndarray, cls_of: np.ndarray,
                 text_agent: np.ndarray, text_time: np.ndarray, m: int,
                 ) -> tuple[np.ndarray | int, ...]:
-    """A merge's distinct (key ``ku``, id ``gu``) pairs (as :func:`distinct_pairs` gives
-    them, ``gu`` non-decreasing: ``best``, the rank in time order ``by_time`` of their
+    """A merge's distinct (agent ``agu``, id ``gu``) pairs (as :func:`sorted_pairs` gives
+    them, by id then agent: ``best``, the rank in time order ``by_time`` of their
     earliest text among the batch's, at ``times``, the first of which is text ``base`` of the
     table) merged into the n-gram table (``keys`` sorted, adopters ``size``, last adoption
     ``last``, block ``blk`` in ``pool``: ``used`` entries, free lists ``heads``, classes
@@ -341,8 +341,7 @@ def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
     the new adoptions of the other n-grams; the n-grams that became cascades (by id), the
     pair of the first new adoption of each, its adoptions taken from the pool (``had`` each,
     one block after another) and those the merge adds (pair, crossed n-gram's number)."""
-    n = len(ku)
-    agent_mask = np.uint64((1 << AGENT_BITS) - 1)
+    n = len(gu)
     tu = np.empty(n, np.float64)
     xu = np.empty(n, np.uint32)
     ci = np.empty(n, np.int64)
@@ -381,7 +380,7 @@ def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
         lo_c = _gallop(cids, q, lo_c)
         if lo_c < nc and cids[lo_c] == q:
             for p in range(i, end):
-                ci[c], cno[c], ag[c], crow[c] = p, lo_c, np.int64(ku[p] & agent_mask), lo_k
+                ci[c], cno[c], ag[c], crow[c] = p, lo_c, agu[p], lo_k
                 c += 1
         else:
             starts[ng], ends[ng], rows[ng] = i, end, lo_k
@@ -410,7 +409,7 @@ def merge_pairs(ku: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.nd
             had = np.int64(size[lo_k])
             first = ring[r % RING]  # text_agent[pool[b]], read AHEAD n-grams before
             for p in range(i, end):
-                a = ku[p] & agent_mask
+                a = agu[p]
                 seen = False
                 for s in range(b, b + had):
                     if (first if s == b else text_agent[pool[s]]) == a:
@@ -642,127 +641,147 @@ def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int,
     return g[:out], where[:out], text_of[:out], part_ends
 
 
-@numba.njit([(U64, U64, I64, I64, INT)], cache=True)
-def sorted_pairs(key: np.ndarray, g: np.ndarray, text_of: np.ndarray, rank: np.ndarray,
+@numba.njit([(U64, I64, U64, I64, INT)], cache=True)
+def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: np.ndarray,
                  agent_bits: int,
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
-    """:func:`argsort_keys` then :func:`distinct_pairs` (``strict``) in one: the uses split
-    by their key's top 8 bits into 256 buckets in one pass that carries each use's id, index
-    and text rank along (read in order, where a gather after the sort reads them at random),
-    then each bucket, small enough to stay in cache, sorted by the rest of its key (least
-    significant digit radix, 8 bits a pass, stable; a pass skipped when every key has the
-    same digit there) and its distinct pairs read off. The same order and figures as the two
-    (a stable sort by key)."""
-    n = len(key)
-    top = np.uint64(0)
-    for i in range(n):
-        top |= key[i]
-    bits = 0
-    while bits < 64 and (top >> np.uint64(bits)) != 0:
-        bits += 1
-    shift = np.uint64(max(bits - 8, 0))
-    counts = np.zeros(257, np.int64)
-    for i in range(n):
-        counts[(key[i] >> shift) + 1] += 1
-    for d in range(1, 257):
+    """The sort of n-gram uses (ids ``g`` in texts ``text_of`` by ``agents``) by their
+    :func:`pair_keys` (``agent_bits`` bits to the agent; made here, not read from an array)
+    then :func:`distinct_pairs` in one (two ids under one key refused): the uses split by their key's top bits
+    (8, more when a bucket would not fit the packing below) into buckets in one pass, each
+    use written as the rest of its key packed with its place in its bucket (one word: a
+    radix pass moves 8 bytes, not 16), its index and its id's low bits packed with its
+    text's rank (the id's top bits are the key's) carried beside it (read in order, where a
+    gather after the sort reads them at random); then each bucket, small enough to stay in
+    cache, sorted by the rest of its key (least significant digit radix, 8 bits a pass,
+    stable; a pass skipped when every key has the same digit there) and its distinct pairs
+    read off. The same order and figures as the two (a stable sort by key); the agents, not
+    the keys, returned (uint32, as the indices and ranks), ranks under 2^32. False (and
+    nothing else) for two ids under one key, or where the packing does not fit even 16 top
+    bits: the caller sorts by key then id."""
+    n = len(g)
+    ab = np.uint64(agent_bits)
+    down = np.uint64(AGENT_BITS - agent_bits)
+    prefix = ~np.uint64((1 << AGENT_BITS) - 1)
+    bits = 64 - AGENT_BITS + agent_bits  # every key below 2^bits
+    tb = min(8, bits)
+    while True:  # the top bits split on: a bucket's places in the bits the rest leaves
+        shift = np.uint64(bits - tb)
+        counts = np.zeros((1 << tb) + 1, np.int64)
+        for i in range(n):
+            counts[((((g[i] & prefix) >> down) | agents[text_of[i]]) >> shift) + 1] += 1
+        widest = 0
+        for d in range(1 << tb):
+            widest = max(widest, counts[d + 1])
+        ib = 0
+        while (1 << ib) < widest:
+            ib += 1
+        if bits - tb + ib <= 64:
+            break
+        if tb >= 16:  # over 2^16 uses under one key's top 16 bits (agents over 2^25)
+            return (np.empty(0, np.uint32), np.empty(0, np.uint64), np.empty(0, np.uint32),
+                    np.empty(0, np.uint32), False)
+        tb += 4
+    nb = 1 << tb
+    for d in range(1, nb + 1):
         counts[d] += counts[d - 1]
-    fill = counts[:256].copy()
+    fill = counts[:nb].copy()
+    rest_mask = (np.uint64(1) << shift) - np.uint64(1)
+    ibu = np.uint64(ib)
+    id_low = np.uint64((1 << AGENT_BITS) - 1)
     bk = np.empty(n, np.uint64)
-    bj = np.empty(n, np.int64)
-    bg = np.empty(n, np.uint64)
-    br = np.empty(n, np.int64)
+    bj = np.empty(n, np.uint32)
+    bgr = np.empty(n, np.uint64)
     for i in range(n):
-        at = fill[key[i] >> shift]
-        fill[key[i] >> shift] = at + 1
-        bk[at], bj[at], bg[at], br[at] = key[i], i, g[i], rank[text_of[i]]
-    widest = 0
-    for d in range(256):
-        widest = max(widest, counts[d + 1] - counts[d])
-    idx = np.empty(widest, np.int64)
-    tmp = np.empty(widest, np.int64)
-    kk = np.empty(widest, np.uint64)
-    kt = np.empty(widest, np.uint64)
-    c = np.empty(257, np.int64)
+        t = text_of[i]
+        k = ((g[i] & prefix) >> down) | agents[t]
+        d = k >> shift
+        at = fill[d]
+        fill[d] = at + 1
+        bk[at] = ((k & rest_mask) << ibu) | np.uint64(at - counts[d])
+        bj[at] = i
+        bgr[at] = ((g[i] & id_low) << np.uint64(32)) | np.uint64(rank[t])
+    passes = (bits - tb + 7) // 8
     mask = np.uint64(255)
-    ku = np.empty(n, np.uint64)
-    gu = np.empty(n, np.uint64)
-    src = np.empty(n, np.int64)
-    best = np.empty(n, np.int64)
+    kt = np.empty(widest, np.uint64)
+    c = np.empty((passes, 257), np.int64)
+    places = np.uint64((1 << ib) - 1)
     low = np.uint64((1 << agent_bits) - 1)
-    up = np.uint64(AGENT_BITS - agent_bits)
+    ag = np.empty(n, np.uint32)
+    gu = np.empty(n, np.uint64)
+    src = np.empty(n, np.uint32)
+    best = np.empty(n, np.uint32)
     m = -1
     last = np.uint64(0)
-    for d in range(256):
+    for d in range(nb):
         s, e = counts[d], counts[d + 1]
         size = e - s
-        for q in range(size):
-            idx[q] = s + q
-            kk[q] = bk[s + q]
-        for p in range(0, bits - 8, 8):
-            sh = np.uint64(p)
-            c[:] = 0
-            for q in range(size):
-                c[((kk[q] >> sh) & mask) + 1] += 1
-            if c.max() == size:
+        a, b = bk[s:e], kt[:size]
+        c[:] = 0
+        for q in range(size):  # every pass's digit counts in one read
+            v = a[q] >> ibu
+            for p in range(passes):
+                c[p, ((v >> np.uint64(8 * p)) & mask) + 1] += 1
+        for p in range(passes):
+            cp = c[p]
+            if cp.max() == size:
                 continue
-            for q in range(1, 257):
-                c[q] += c[q - 1]
+            for q in range(1, 256):
+                cp[q] += cp[q - 1]
+            sh = np.uint64(8 * p) + ibu
             for q in range(size):
-                dd = (kk[q] >> sh) & mask
-                at = c[dd]
-                c[dd] = at + 1
-                kt[at] = kk[q]
-                tmp[at] = idx[q]
-            kk, kt = kt, kk
-            idx, tmp = tmp, idx
+                v = a[q]
+                dd = (v >> sh) & mask
+                at = cp[dd]
+                cp[dd] = at + 1
+                b[at] = v
+            a, b = b, a
+        top = np.uint64(d) << shift
         for q in range(size):
-            k, o = kk[q], idx[q]
-            gg, r = bg[o], br[o]
+            v = a[q]
+            k, o = top | (v >> ibu), s + np.int64(v & places)
+            x = bgr[o]
+            gg = ((k >> ab) << np.uint64(AGENT_BITS)) | (x >> np.uint64(32))
+            r = np.uint32(x & np.uint64(0xFFFFFFFF))
             if m >= 0 and k == last:
                 if gg == gu[m]:
                     best[m] = min(best[m], r)
                     continue
-                return ku[:0], gu[:0], src[:0], best[:0], False
+                return ag[:0], gu[:0], src[:0], best[:0], False
             m += 1
             last = k
-            ku[m], gu[m], src[m], best[m] = ((k & ~low) << up) | (k & low), gg, bj[o], r
+            ag[m], gu[m], src[m], best[m] = np.uint32(k & low), gg, bj[o], r
     m += 1
-    return ku[:m], gu[:m], src[:m], best[:m], True
+    return ag[:m], gu[:m], src[:m], best[:m], True
 
 
-@numba.njit([(I64, U64, U64, I64, I64, BOOL, INT)], cache=True)
+@numba.njit([(I64, U64, U64, I64, I64, INT)], cache=True)
 def distinct_pairs(order: np.ndarray, sorted_keys: np.ndarray, g: np.ndarray,
-                   text_of: np.ndarray, rank: np.ndarray, strict: bool, agent_bits: int,
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
-    """The distinct (key, id) pairs of n-gram uses in ``order`` (sorted by key; by key then id
-    unless ``strict``; ``sorted_keys``: their keys in that order, packed: the id prefix
-    shifted down to leave ``agent_bits`` bits to the agent): (key, unpacked: the agent in the
-    low ``AGENT_BITS`` bits, id, first use in ``order``, earliest rank of their texts'
-    ``rank``), and False when ``strict`` met two ids under one key (then nothing else: the
-    caller sorts by key then id)."""
+                   text_of: np.ndarray, rank: np.ndarray, agent_bits: int,
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (key, id) pairs of n-gram uses in ``order`` (sorted by key then id;
+    ``sorted_keys``: their keys in that order, packed: the id prefix shifted down to leave
+    ``agent_bits`` bits to the agent) as :func:`sorted_pairs` gives them: (agent, id, first
+    use in ``order``, earliest rank of their texts' ``rank``)."""
     n = len(order)
-    ku = np.empty(n, np.uint64)
+    ag = np.empty(n, np.uint32)
     gu = np.empty(n, np.uint64)
-    src = np.empty(n, np.int64)
-    best = np.empty(n, np.int64)
+    src = np.empty(n, np.uint32)
+    best = np.empty(n, np.uint32)
     low = np.uint64((1 << agent_bits) - 1)
-    up = np.uint64(AGENT_BITS - agent_bits)
     m = -1
     last = np.uint64(0)
     for i in range(n):
         j = order[i]
-        k, gg, r = sorted_keys[i], g[j], rank[text_of[j]]
-        if m >= 0 and k == last:
-            if gg == gu[m]:
-                best[m] = min(best[m], r)
-                continue
-            if strict:
-                return ku[:0], gu[:0], src[:0], best[:0], False
+        k, gg, r = sorted_keys[i], g[j], np.uint32(rank[text_of[j]])
+        if m >= 0 and k == last and gg == gu[m]:
+            best[m] = min(best[m], r)
+            continue
         m += 1
         last = k
-        ku[m], gu[m], src[m], best[m] = ((k & ~low) << up) | (k & low), gg, j, r
+        ag[m], gu[m], src[m], best[m] = np.uint32(k & low), gg, j, r
     m += 1
-    return ku[:m], gu[:m], src[:m], best[:m], True
+    return ag[:m], gu[:m], src[:m], best[:m]
 
 
 @numba.njit(cache=True, inline="always")

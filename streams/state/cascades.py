@@ -23,8 +23,9 @@ ids by the rolling hash over the concatenated words (the values of
 :meth:`streams.text.Text.word_ngram_ids`; windows across two texts left out), the stop-word rule
 by cumulative sums of a stop mask; one stable sort of the pairs by a 64-bit key (the n-gram id's
 top 38 bits, the agent's 26-bit index: grouped by n-gram, then agent; two n-grams sharing 38
-bits are told apart by their full id, exactly: :func:`sorted_pairs`, one pass into 256 buckets
-by the key's top bits carrying each pair's id and text along, then each bucket radix-sorted in
+bits are told apart by their full id, exactly: :func:`sorted_pairs`, the keys made as they
+are read, one pass into 256 buckets by the key's top bits, the rest of each key packed with its
+place in the bucket, its id's low bits and text carrying along, then each bucket radix-sorted in
 cache), first use = the earliest text of each pair (an adoption stores its text's index, 4
 bytes; the texts' times and agents are one table), then the pairs in id order
 (:func:`merge_pairs`: the n-grams' places in the table and among the cascades found first, by
@@ -777,15 +778,17 @@ class CascadeEngine:
         # batch's agents need (the same order, fewer radix passes: 38 + 17 bits fit 7 of 8
         # bits up to 131k agents, where the full 64 take 8)
         ab = max(int(agents.max()).bit_length(), 1)
-        key = pair_keys(g, text_of, agents, np.uint64(PREFIX_MASK), ab)
-        ku, gu, src, best, ok = sorted_pairs(key, g, text_of, rank, ab)
-        if not ok:  # two n-grams share a prefix and an agent: sort by key, then id
+        agu, gu, src, best, ok = sorted_pairs(g, text_of, agents, rank, ab)
+        if not ok:  # two n-grams share a prefix and an agent (or a bucket too full to
+            # pack): sort by key, then id
+            key = pair_keys(g, text_of, agents, np.uint64(PREFIX_MASK), ab)
             order = np.lexsort((g, key))
-            ku, gu, src, best, _ = distinct_pairs(order, key[order], g, text_of, rank, False,
-                                                  ab)
+            agu, gu, src, best = distinct_pairs(order, key[order], g, text_of, rank, ab)
         if len(gu) > 1 and (gu[1:] < gu[:-1]).any():  # ids sharing a prefix: by id, agent
-            o = np.lexsort((ku, gu))
-            ku, gu, src, best = ku[o], gu[o], src[o], best[o]
+            # (a stable sort by id keeps the order by agent of each id's pairs; timsort: a
+            # few runs out of order cost O(pairs))
+            o = np.argsort(gu, kind="stable")
+            agu, gu, src, best = agu[o], gu[o], src[o], best[o]
         # one pass an n-gram: the pairs of the cascades out, by (cascade number, agent) as
         # the cascades are numbered in id order; the others seen (found in their n-gram's
         # block: the earlier first use kept) or new: counted, put into their blocks or, when
@@ -793,7 +796,7 @@ class CascadeEngine:
         pool = self._small
         (self._keys, self._size, self._last, self._blk, pool.pool, pool.used, tu, xu, ci, cno,
          ag, crow, adopted, crossed, first, had, moved_t, joining, jx) = merge_pairs(
-            ku, gu, best, by_time, times, base, self._cids, self._keys, self._size,
+            agu, gu, best, by_time, times, base, self._cids, self._keys, self._size,
             self._last, self._blk, pool.pool, pool.used, pool.heads, pool.caps, pool.cls_of,
             self._ta, self._tt, cfg.min_adopters)
         if pool.used >= NO_BLOCK:

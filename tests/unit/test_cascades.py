@@ -537,15 +537,17 @@ def test_merge_pairs_matches_a_dict_of_lists() -> None:
         ags = rng.integers(0, 40 if rnd % 3 else 400, len(ids))
         pairs = sorted(set(zip(ids.tolist(), ags.tolist(), strict=True)))
         gu, ku = (np.array(col, np.uint64) for col in zip(*pairs, strict=True))
+        agu = ku.astype(np.uint32)
         n = len(gu)
         by_time = rng.permutation(n)
-        best = np.argsort(by_time)  # pair i's earliest text: the batch's text i
+        best = np.argsort(by_time).astype(np.uint32)  # pair i's earliest text: the batch's
+        # text i
         times = rng.random(n) * 10 + rnd / 4  # overlapping rounds: some seen pairs are earlier
         text_agent[base:base + n] = ku.astype(np.uint32)
         text_time[base:base + n] = times
         (keys2, size2, last2, blk2, pool.pool, pool.used, tu, xu, ci, cno, ag, crow, adopted,
          crossed, first, had, moved, joining, jx) = kernels.merge_pairs(
-            ku, gu, best, by_time, times, base, cids, keys, size, last, blk, pool.pool,
+            agu, gu, best, by_time, times, base, cids, keys, size, last, blk, pool.pool,
             pool.used, pool.heads, pool.caps, pool.cls_of, text_agent, text_time, m)
         assert tu.tolist() == times.tolist() and xu.tolist() == list(range(base, base + n))
         casc = np.flatnonzero(np.isin(gu, cids))
@@ -650,29 +652,40 @@ def test_batch_ngrams_are_each_texts_kept_ngrams() -> None:
 
 
 def test_sorted_pairs_is_the_sort_then_the_distinct_pairs() -> None:
-    """The bucketed sort and distinct pass against the stable sort by key and a plain
-    grouping: keys with repeats (the earliest rank kept, the first use's index), narrow and
-    wide keys (one bucket, or a radix pass skipped), and two ids under one key (refused)."""
+    """The bucketed sort and distinct pass against the stable sort by :func:`pair_keys` and a
+    plain grouping: keys with repeats (the earliest rank kept, the first use's index), few
+    and many id prefixes (one bucket, or a radix pass skipped), narrow and full-width agents
+    (more top bits split on), and two ids under one key (refused); :func:`distinct_pairs`
+    (the fallback) gives the same."""
     rng = np.random.default_rng(13)
-    for n, hi, ab in ((0, 10, 3), (1, 10, 3), (60, 2**6, 2), (5_000, 2**40, 13),
-                      (20_000, 2**51, 13), (20_000, 2**16, 4)):
-        key = rng.integers(0, hi, n, dtype=np.uint64)
-        key[: n // 3] = key[n // 3: 2 * (n // 3)]
-        g = key * np.uint64(3) + np.uint64(1)  # one id a key
+    prefix = np.uint64(cascades.PREFIX_MASK)
+    for n, prefixes, ab in ((0, 10, 3), (1, 10, 3), (60, 2**6, 2), (5_000, 2**30, 13),
+                            (20_000, 2**38, 13), (20_000, 2**4, 4), (70_000, 2**38, 26),
+                            (70_000, 2**6, 26)):
+        p = rng.integers(0, prefixes, n, dtype=np.uint64)
+        g = (p << np.uint64(kernels.AGENT_BITS)) | (p * np.uint64(7) & np.uint64(0xFFFF))  # an
+        # id a prefix
+        g[: n // 3] = g[n // 3: 2 * (n // 3)]
         text_of = rng.integers(0, 500, n)
+        agents = rng.integers(0, 1 << ab, 500, dtype=np.uint64)
+        agents[0] = (1 << ab) - 1
         rank = rng.permutation(500)
-        ku, gu, src, best, ok = kernels.sorted_pairs(key, g, text_of, rank, ab)
+        key = kernels.pair_keys(g, text_of, agents, prefix, ab)
+        ag, gu, src, best, ok = kernels.sorted_pairs(g, text_of, agents, rank, ab)
         order = np.argsort(key, kind="stable")
         distinct, first = np.unique(key[order], return_index=True)
-        low = np.uint64((1 << ab) - 1)
-        assert ok and ku.tolist() == (((distinct & ~low) << np.uint64(kernels.AGENT_BITS - ab))
-                                      | (distinct & low)).tolist()
-        assert gu.tolist() == (distinct * np.uint64(3) + np.uint64(1)).tolist()
-        assert src.tolist() == order[first].tolist()
-        assert best.tolist() == [int(rank[text_of[key == k]].min()) for k in distinct.tolist()]
+        want = (distinct & np.uint64((1 << ab) - 1), g[order[first]], order[first],
+                np.minimum.reduceat(rank[text_of[order]], first) if n else first)
+        fallback = kernels.distinct_pairs(order, key[order], g, text_of, rank, ab)
+        assert all(a.tolist() == b.tolist() for a, b in zip(fallback, want, strict=True))
+        if prefixes < 2**16 and ab == 26:  # 70k uses under one key's top 16 bits: refused
+            assert not ok and not len(gu)
+            continue
+        assert ok and all(a.tolist() == b.tolist()
+                          for a, b in zip((ag, gu, src, best), want, strict=True))
         if n > 10:
-            g[np.flatnonzero(key == key[0])[-1]] += np.uint64(1)
-            assert not kernels.sorted_pairs(key, g, text_of, rank, ab)[4]
+            text_of[1], g[1] = text_of[0], g[0] ^ np.uint64(1)  # the same prefix and agent
+            assert not kernels.sorted_pairs(g, text_of, agents, rank, ab)[4]
 
 
 def test_earliest_k_is_the_lexsorts_head() -> None:
