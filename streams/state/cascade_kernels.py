@@ -19,7 +19,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from streams.kernels import B1, F64, FLOAT, I64, INT, U32, U64, UINT, prefetch
+from streams.kernels import B1, F64, FLOAT, I32, I64, INT, U32, U64, UINT, prefetch
 
 AGENT_BITS = 26  # agents indexed below 2^26 (67 M): the low bits of an adoption's key
 
@@ -194,10 +194,10 @@ def merge_in_place(buf: np.ndarray, n: int, ev: np.ndarray, indptr: np.ndarray,
             buf[o] = buf[j]
 
 
-@numba.njit([(U32, U32, I64, I64, U32, B1, I64, I64, F64, U32, F64)], cache=True)
+@numba.njit([(U32, U32, I32, U32, U32, B1, I64, U32, F64)], cache=True)
 def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.ndarray,
-                 text_agent: np.ndarray, found: np.ndarray, where: np.ndarray, ci: np.ndarray,
-                 tu: np.ndarray, xu: np.ndarray, text_time: np.ndarray) -> None:
+                 text_agent: np.ndarray, found: np.ndarray, where: np.ndarray, cx: np.ndarray,
+                 text_time: np.ndarray) -> None:
     """(cascade ``cno``, agent) pairs (sorted by cascade then agent) searched in the first
     level of the cascades' store: a binary search by agent in the cascade's segment
     ``ev[indptr[c]:indptr[c + 1]]`` (texts, sorted by their agent ``text_agent``); the next
@@ -205,16 +205,16 @@ def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.
     cascade's first pair searches the whole segment: a gallop from its start would take
     twice the probes to reach a place anywhere in it). ``where``: each pair's place (a new
     pair's insertion point); a pair found is marked in ``found`` and its first use made the
-    earlier of the stored text and its own (text ``xu[ci[i]]`` at ``tu[ci[i]]``;
-    ``text_time``: the texts' times) in place (same agent: the order holds). The levels
+    earlier of the stored text and its own (text ``cx[i]``; ``text_time``: the texts'
+    times) in place (same agent: the order holds). The levels
     after the first: :func:`segment_find_some` (the same search, the loop written out in
     each: a shared inline helper measured 27 % slower)."""
     n = len(cno)
     pc, pa, pp = np.int64(-1), np.int64(-1), np.int64(0)  # the previous pair searched
     for i in range(n):
-        c = cno[i]
+        c = np.int64(cno[i])
         lo, end = np.int64(indptr[c]), np.int64(indptr[c + 1])
-        a = agent[i]
+        a = np.int64(agent[i])
         hi = end  # a cascade's first pair: a binary search over its segment
         if c == pc and a > pa:
             lo = pp
@@ -234,19 +234,18 @@ def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.
         where[i] = lo
         if lo < end and text_agent[ev[lo]] == a:
             found[i] = True
-            p = ci[i]
-            if tu[p] < text_time[ev[lo]]:
-                ev[lo] = xu[p]
+            if text_time[cx[i]] < text_time[ev[lo]]:
+                ev[lo] = cx[i]
 
 
-@numba.njit([(B1, I64, I64, I64, F64, U32, I64, U32, F64)], cache=True)
-def new_adoptions(found: np.ndarray, where: np.ndarray, cno: np.ndarray, ci: np.ndarray,
-                  tu: np.ndarray, xu: np.ndarray, crow: np.ndarray, size: np.ndarray,
-                  last: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@numba.njit([(B1, I64, I32, U32, I32, F64, U32, F64)], cache=True)
+def new_adoptions(found: np.ndarray, where: np.ndarray, cno: np.ndarray, cx: np.ndarray,
+                  crow: np.ndarray, text_time: np.ndarray, size: np.ndarray, last: np.ndarray,
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The cascades' pairs not ``found`` (:func:`segment_find`): counted in the n-gram table
-    (rows ``crow``: adopters ``size``, last adoption ``last``, in place) and returned as a
-    run to insert (cascade numbers, texts ``xu[ci]``, insertion points ``where`` in level
-    0)."""
+    (rows ``crow``: adopters ``size``, last adoption ``last``: their texts' ``text_time``,
+    in place) and returned as a run to insert (cascade numbers, texts ``cx``, insertion
+    points ``where`` in level 0)."""
     n = len(found)
     k = 0
     for i in range(n):
@@ -258,11 +257,11 @@ def new_adoptions(found: np.ndarray, where: np.ndarray, cno: np.ndarray, ci: np.
     for i in range(n):
         if found[i]:
             continue
-        e, p = crow[i], ci[i]
+        e, x = crow[i], cx[i]
         size[e] += np.uint32(1)
-        if tu[p] > last[e]:
-            last[e] = tu[p]
-        cn[o], xn[o], pn[o] = cno[i], xu[p], where[i]
+        if text_time[x] > last[e]:
+            last[e] = text_time[x]
+        cn[o], xn[o], pn[o] = cno[i], x, where[i]
         o += 1
     return cn, xn, pn
 
@@ -336,24 +335,25 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
     places, one pass), then taken in turn, each block's first agent read ``AHEAD`` n-grams
     early (the blocks are scattered over the pool: those reads overlap, where a block read
     at its turn waits for memory). Returns the table (the same arrays
-    when no n-gram is unseen), the pool and its used entries; each pair's first use (time,
-    text); the cascades' pairs as (pair, cascade number, agent, row in the table returned);
-    the new adoptions of the other n-grams; the n-grams that became cascades (by id), the
-    pair of the first new adoption of each, its adoptions taken from the pool (``had`` each,
-    one block after another) and those the merge adds (pair, crossed n-gram's number)."""
+    when no n-gram is unseen), the pool and its used entries; the cascades' pairs as (text
+    of first use, cascade number, agent, row in the table returned: 16 bytes a pair, its
+    time the text's in ``text_time``); the new adoptions of the other n-grams; the n-grams
+    that became cascades (by id), the pair of the first new adoption of each, its adoptions
+    taken from the pool (``had`` each, one block after another) and those the merge adds
+    (text of first use, crossed n-gram's number)."""
     n = len(gu)
-    tu = np.empty(n, np.float64)
+    tu = np.empty(n, np.float64)  # each pair's first use (time, text)
     xu = np.empty(n, np.uint32)
-    ci = np.empty(n, np.int64)
-    cno = np.empty(n, np.int64)
-    ag = np.empty(n, np.int64)
-    crow = np.empty(n, np.int64)
+    cx = np.empty(n, np.uint32)
+    cno = np.empty(n, np.int32)
+    ag = np.empty(n, np.uint32)
+    crow = np.empty(n, np.int32)
     fresh = np.empty(n, np.int64)
     cross_g = np.empty(n, np.uint64)
     cross_f = np.empty(n, np.int64)
     cross_h = np.empty(n, np.int64)
     cross_b = np.empty(n, np.int64)
-    jp = np.empty(n, np.int64)
+    jt = np.empty(n, np.uint32)
     jx = np.empty(n, np.int64)
     ug = np.empty(n, np.uint64)
     upos = np.empty(n, np.int64)
@@ -373,16 +373,16 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
         end = i + 1
         while end < n and gu[end] == q:
             end += 1
-        for p in range(i, end):
-            e = by_time[best[p]]
-            tu[p], xu[p] = times[e], np.uint32(e + base)
         lo_k = _gallop(keys, q, lo_k)
         lo_c = _gallop(cids, q, lo_c)
         if lo_c < nc and cids[lo_c] == q:
             for p in range(i, end):
-                ci[c], cno[c], ag[c], crow[c] = p, lo_c, agu[p], lo_k
+                cx[c], cno[c], ag[c], crow[c] = by_time[best[p]] + base, lo_c, agu[p], lo_k
                 c += 1
         else:
+            for p in range(i, end):
+                e = by_time[best[p]]
+                tu[p], xu[p] = times[e], np.uint32(e + base)
             starts[ng], ends[ng], rows[ng] = i, end, lo_k
             held[ng] = lo_k < nk and keys[lo_k] == q
             ng += 1
@@ -440,7 +440,7 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
         if fill >= m:  # a cascade now: its adoptions join the cascades' store
             cross_g[x], cross_f[x], cross_h[x], cross_b[x] = q, fresh[0], had, b
             for v in range(f):
-                jp[j], jx[j] = fresh[v], x
+                jt[j], jx[j] = xu[fresh[v]], x
                 j += 1
             x += 1
             continue
@@ -472,8 +472,8 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
             o += f
             _free(pool, heads, caps, b, cls_of[f])
     if u == 0:
-        return (keys, size, last, blk, pool, used, tu, xu, ci[:c], cno[:c], ag[:c], crow[:c],
-                adopted, cross_g[:x], cross_f[:x], cross_h[:x], moved, jp[:j], jx[:j])
+        return (keys, size, last, blk, pool, used, cx[:c], cno[:c], ag[:c], crow[:c], adopted,
+                cross_g[:x], cross_f[:x], cross_h[:x], moved, jt[:j], jx[:j])
     # the unseen n-grams inserted (in id order, so their insertion points ascend); a held
     # row moves down by the unseen ones inserted at or before it
     below = 0
@@ -495,8 +495,8 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
         if v < u:
             keys2[p + v], size2[p + v], last2[p + v], blk2[p + v] = ug[v], uc[v], ut[v], ub[v]
         s = p
-    return (keys2, size2, last2, blk2, pool, used, tu, xu, ci[:c], cno[:c], ag[:c], crow[:c],
-            adopted, cross_g[:x], cross_f[:x], cross_h[:x], moved, jp[:j], jx[:j])
+    return (keys2, size2, last2, blk2, pool, used, cx[:c], cno[:c], ag[:c], crow[:c], adopted,
+            cross_g[:x], cross_f[:x], cross_h[:x], moved, jt[:j], jx[:j])
 
 
 @numba.njit([(U32, I64, I64, I64, U32, I64)], cache=True)
@@ -647,18 +647,18 @@ def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: n
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
     """The sort of n-gram uses (ids ``g`` in texts ``text_of`` by ``agents``) by their
     :func:`pair_keys` (``agent_bits`` bits to the agent; made here, not read from an array)
-    then :func:`distinct_pairs` in one (two ids under one key refused): the uses split by their key's top bits
-    (8, more when a bucket would not fit the packing below) into buckets in one pass, each
-    use written as the rest of its key packed with its place in its bucket (one word: a
-    radix pass moves 8 bytes, not 16), its index and its id's low bits packed with its
-    text's rank (the id's top bits are the key's) carried beside it (read in order, where a
-    gather after the sort reads them at random); then each bucket, small enough to stay in
-    cache, sorted by the rest of its key (least significant digit radix, 8 bits a pass,
-    stable; a pass skipped when every key has the same digit there) and its distinct pairs
-    read off. The same order and figures as the two (a stable sort by key); the agents, not
-    the keys, returned (uint32, as the indices and ranks), ranks under 2^32. False (and
-    nothing else) for two ids under one key, or where the packing does not fit even 16 top
-    bits: the caller sorts by key then id."""
+    then :func:`distinct_pairs` in one (two ids under one key refused): the uses split by
+    their key's top bits (8, more when a bucket would not fit the packing below) into
+    buckets in one pass, each use written as the rest of its key packed with its place in
+    its bucket (one word: a radix pass moves 8 bytes, not 16), its index and its id's low
+    bits packed with its text's rank (the id's top bits are the key's) carried beside it
+    (read in order, where a gather after the sort reads them at random); then each bucket,
+    small enough to stay in cache, sorted by the rest of its key (least significant digit
+    radix, 8 bits a pass, stable; a pass skipped when every key has the same digit there)
+    and its distinct pairs read off. The same order and figures as the two (a stable sort by
+    key); the agents, not the keys, returned (uint32, as the indices and ranks), ranks under
+    2^32. False (and nothing else) for two ids under one key, or where the packing does not
+    fit even 16 top bits: the caller sorts by key then id."""
     n = len(g)
     ab = np.uint64(agent_bits)
     down = np.uint64(AGENT_BITS - agent_bits)
@@ -984,7 +984,7 @@ def _word(start: np.ndarray, size: np.ndarray, c: np.int64, h: np.uint64) -> np.
     return start[c] + np.int64((h >> np.uint64(40)) & np.uint64(size[c] - 1))
 
 
-@numba.njit([(U64, I64, U32, U32, I64, I64, B1)], cache=True)
+@numba.njit([(U64, I64, U32, U32, I32, U32, B1)], cache=True)
 def filter_pending(words: np.ndarray, start: np.ndarray, size: np.ndarray, count: np.ndarray,
                    cno: np.ndarray, agent: np.ndarray, found: np.ndarray) -> np.ndarray:
     """The pairs (cascade ``cno``, agent) not ``found`` that the cascades' filters (cascade
@@ -999,11 +999,12 @@ def filter_pending(words: np.ndarray, start: np.ndarray, size: np.ndarray, count
     for i in range(n):
         if i + FILTER_AHEAD < n:  # a big cascade's word, or a run left behind, misses the
             j = i + FILTER_AHEAD  # cache: asked for a few pairs ahead
-            prefetch(words, _word(start, size, cno[j], _agent_hash(agent[j])))
+            prefetch(words, _word(start, size, np.int64(cno[j]),
+                                  _agent_hash(np.int64(agent[j]))))
         if found[i]:
             continue
-        c = cno[i]
-        h = _agent_hash(agent[i])
+        c = np.int64(cno[i])
+        h = _agent_hash(np.int64(agent[i]))
         bits = _agent_bits(h)
         at = _word(start, size, c, h)
         w = words[at]
@@ -1016,20 +1017,19 @@ def filter_pending(words: np.ndarray, start: np.ndarray, size: np.ndarray, count
     return out[:k]
 
 
-@numba.njit([(U32, U32, I64, I64, I64, U32, B1, I64, F64, U32, F64)], cache=True)
+@numba.njit([(U32, U32, I64, I32, U32, U32, B1, U32, F64)], cache=True)
 def segment_find_some(ev: np.ndarray, indptr: np.ndarray, idx: np.ndarray, cno: np.ndarray,
                       agent: np.ndarray, text_agent: np.ndarray, found: np.ndarray,
-                      ci: np.ndarray, tu: np.ndarray, xu: np.ndarray, text_time: np.ndarray,
-                      ) -> None:
+                      cx: np.ndarray, text_time: np.ndarray) -> None:
     """:func:`segment_find` of a level after the first for the pairs ``idx`` only (increasing:
     those a filter may hold) that are not found yet (a pair is in one level at most)."""
     pc, pa, pp = np.int64(-1), np.int64(-1), np.int64(0)  # the previous pair searched
     for i in idx:
         if found[i]:
             continue
-        c = cno[i]
+        c = np.int64(cno[i])
         lo, end = np.int64(indptr[c]), np.int64(indptr[c + 1])
-        a = agent[i]
+        a = np.int64(agent[i])
         hi = end
         if c == pc and a > pa:
             lo = pp
@@ -1048,12 +1048,11 @@ def segment_find_some(ev: np.ndarray, indptr: np.ndarray, idx: np.ndarray, cno: 
         pc, pa, pp = c, a, lo
         if lo < end and text_agent[ev[lo]] == a:
             found[i] = True
-            p = ci[i]
-            if tu[p] < text_time[ev[lo]]:
-                ev[lo] = xu[p]
+            if text_time[cx[i]] < text_time[ev[lo]]:
+                ev[lo] = cx[i]
 
 
-@numba.njit([(U64, I64, U32, U32, I64, I64, I64, B1)], cache=True)
+@numba.njit([(U64, I64, U32, U32, I64, I32, U32, B1)], cache=True)
 def filter_adopt(words: np.ndarray, start: np.ndarray, size: np.ndarray, count: np.ndarray,
                  idx: np.ndarray, cno: np.ndarray, agent: np.ndarray, found: np.ndarray,
                  ) -> None:
@@ -1062,8 +1061,8 @@ def filter_adopt(words: np.ndarray, start: np.ndarray, size: np.ndarray, count: 
     for i in idx:
         if found[i]:
             continue
-        c = cno[i]
-        h = _agent_hash(agent[i])
+        c = np.int64(cno[i])
+        h = _agent_hash(np.int64(agent[i]))
         words[_word(start, size, c, h)] |= _agent_bits(h)
         count[c] += np.uint32(1)
 

@@ -510,20 +510,19 @@ class _Cascades:
         filter_set(self.fbuf, self.fstart, self.fsize, jc, jt, text_agent)
         self._fill(grown, text_agent)
 
-    def find(self, cno: np.ndarray, agent: np.ndarray, text_agent: np.ndarray, ci: np.ndarray,
-             tu: np.ndarray, xu: np.ndarray, text_time: np.ndarray,
-             ) -> tuple[np.ndarray, np.ndarray]:
+    def find(self, cno: np.ndarray, agent: np.ndarray, text_agent: np.ndarray, cx: np.ndarray,
+             text_time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(found mask, insertion points in level 0) of (cascade, agent) pairs sorted by
         cascade then agent, searched level by level (a pair found is not searched again; the
         levels after the first only for the pairs the cascades' filters may hold); a found
-        pair's first use is made the earlier of the stored text and its own (text ``xu[ci]``
-        at ``tu[ci]``) where it is. The pairs not found are the new adoptions :meth:`add`
+        pair's first use is made the earlier of the stored text and its own (text ``cx``) where
+        it is. The pairs not found are the new adoptions :meth:`add`
         inserts next: they are set in the filters and counted here."""
         found = np.zeros(len(cno), bool)
         if len(self.evs[0]):
             where = np.empty(len(cno), np.int64)
-            segment_find(self.evs[0], self.ptrs[0], cno, agent, text_agent, found, where, ci,
-                         tu, xu, text_time)
+            segment_find(self.evs[0], self.ptrs[0], cno, agent, text_agent, found, where, cx,
+                         text_time)
         else:  # level 0 is empty after every flush over its bound (most): nothing to search,
             where = np.zeros(len(cno), np.int64)  # every pair goes in at 0
         if self.fbuf is None:
@@ -535,7 +534,7 @@ class _Cascades:
         for level in sorted(range(1, len(self.evs)), key=lambda i: -len(self.evs[i])):
             if len(self.evs[level]):
                 segment_find_some(self.evs[level], self.ptrs[level], pending, cno, agent,
-                                  text_agent, found, ci, tu, xu, text_time)
+                                  text_agent, found, cx, text_time)
         filter_adopt(self.fbuf, self.fstart, self.fsize, self.fcount, pending, cno, agent, found)
         return found, where
 
@@ -794,16 +793,17 @@ class CascadeEngine:
         # block: the earlier first use kept) or new: counted, put into their blocks or, when
         # their n-gram crosses ``min_adopters``, out with its block's adoptions
         pool = self._small
-        (self._keys, self._size, self._last, self._blk, pool.pool, pool.used, tu, xu, ci, cno,
-         ag, crow, adopted, crossed, first, had, moved_t, joining, jx) = merge_pairs(
+        (self._keys, self._size, self._last, self._blk, pool.pool, pool.used, cx, cno, ag, crow,
+         adopted, crossed, first, had, moved_t, joining, jx) = merge_pairs(
             agu, gu, best, by_time, times, base, self._cids, self._keys, self._size,
             self._last, self._blk, pool.pool, pool.used, pool.heads, pool.caps, pool.cls_of,
             self._ta, self._tt, cfg.min_adopters)
         if pool.used >= NO_BLOCK:
             raise ValueError("more than 2^32 pooled adoptions")
-        found_b, at_b = self._big.find(cno, ag, self._ta, ci, tu, xu, self._tt)
+        found_b, at_b = self._big.find(cno, ag, self._ta, cx, self._tt)
         # the cascades' new adoptions counted, and their run to insert
-        cn, xn, pn = new_adoptions(found_b, at_b, cno, ci, tu, xu, crow, self._size, self._last)
+        cn, xn, pn = new_adoptions(found_b, at_b, cno, cx, crow, self._tt, self._size,
+                                   self._last)
         self.adoptions_total += adopted + len(cn)
         if len(crossed):
             self._name(src[first], origin)
@@ -816,7 +816,7 @@ class CascadeEngine:
                                  at, old)
             self._big.grow(old)
             cn = np.flatnonzero(old)[cn]  # the others renumbered
-            jt = np.concatenate((xu[joining], moved_t))
+            jt = np.concatenate((joining, moved_t))
             # their numbers: the new cascades' places (``at``, in the order of ``crossed``)
             jc = at[np.concatenate((jx, np.repeat(np.arange(len(crossed)), had)))]
             # a new cascade's adoptions go where its (empty) segment is in level 0, sorted by

@@ -173,7 +173,7 @@ def check_filters(engine: CascadeEngine) -> float:
         maybe = [a for a in agents.tolist()  # (it sets the pairs it fails: one at a time)
                  if len(kernels.filter_pending(run.copy(), np.zeros(1, np.int64),
                                                big.fsize[c:c + 1], np.zeros(1, np.uint32),
-                                               np.zeros(1, np.int64), np.array([a]),
+                                               np.zeros(1, np.int32), np.array([a], np.uint32),
                                                np.zeros(1, bool)))]
         assert np.isin(adopters, maybe).all()
         passed += len(maybe) - len(adopters)
@@ -443,29 +443,25 @@ def test_kernels_match_numpy() -> None:
     order = np.lexsort((agent, cno))
     cno, agent = cno[order], agent[order]
     keep = np.r_[True, (np.diff(cno) != 0) | (np.diff(agent) != 0)]  # distinct pairs
-    cno, agent = cno[keep], agent[keep]
+    cno, agent = cno[keep].astype(np.int32), agent[keep].astype(np.uint32)
     agent[50:60] = agent[50:60][::-1]
     n = len(cno)
-    # each pair's own text (one by its agent, when there is one) and first use: a found
-    # pair's stored text is replaced by its own when that is earlier
+    # each pair's own text (one by its agent, when there is one) and first use (its time): a
+    # found pair's stored text is replaced by its own when that is earlier
     text_time = rng.random(600)
     by_agent = {a: np.flatnonzero(text_agent == a) for a in range(52)}
-    xu = np.array([rng.choice(by_agent[a]) if len(by_agent[a]) else 0 for a in agent.tolist()],
+    cx = np.array([rng.choice(by_agent[a]) if len(by_agent[a]) else 0 for a in agent.tolist()],
                   np.uint32)
-    tu = rng.random(n)
-    ci = rng.permutation(n)  # pair i's text and time at ci[i]
-    xu, tu = xu[np.argsort(ci)], tu[np.argsort(ci)]
     found, pos = np.zeros(n, bool), np.empty(n, np.int64)
     stored = ev.copy()
-    kernels.segment_find(stored, indptr, cno, agent, text_agent, found, pos, ci, tu, xu,
-                         text_time)
+    kernels.segment_find(stored, indptr, cno, agent, text_agent, found, pos, cx, text_time)
     for i, (c, a) in enumerate(zip(cno.tolist(), agent.tolist(), strict=True)):
         seg = text_agent[ev[indptr[c]:indptr[c + 1]]]
         assert pos[i] == indptr[c] + np.searchsorted(seg, a)
         assert found[i] == (a in seg.tolist())
         if found[i]:
             old = ev[pos[i]]
-            want = xu[ci[i]] if tu[ci[i]] < text_time[old] else old
+            want = cx[i] if text_time[cx[i]] < text_time[old] else old
             assert stored[pos[i]] == want
     assert (stored == ev)[~np.isin(np.arange(len(ev)), pos[found])].all()
     # two levels merged: each segment the agent-sorted union of the two
@@ -498,8 +494,8 @@ def test_kernels_match_numpy() -> None:
     # a later level: only the pairs asked for and not found yet searched
     was = found.copy()
     asked = np.flatnonzero(rng.random(n) < 0.7)
-    kernels.segment_find_some(ev2.copy(), indptr2, asked, cno, agent, text_agent, found, ci,
-                              tu, xu, text_time)
+    kernels.segment_find_some(ev2.copy(), indptr2, asked, cno, agent, text_agent, found, cx,
+                              text_time)
     asked_set = set(asked.tolist())
     for i, (c, a) in enumerate(zip(cno.tolist(), agent.tolist(), strict=True)):
         there = i in asked_set and a in text_agent[segs2[c]].tolist()
@@ -545,13 +541,12 @@ def test_merge_pairs_matches_a_dict_of_lists() -> None:
         times = rng.random(n) * 10 + rnd / 4  # overlapping rounds: some seen pairs are earlier
         text_agent[base:base + n] = ku.astype(np.uint32)
         text_time[base:base + n] = times
-        (keys2, size2, last2, blk2, pool.pool, pool.used, tu, xu, ci, cno, ag, crow, adopted,
+        (keys2, size2, last2, blk2, pool.pool, pool.used, cx, cno, ag, crow, adopted,
          crossed, first, had, moved, joining, jx) = kernels.merge_pairs(
             agu, gu, best, by_time, times, base, cids, keys, size, last, blk, pool.pool,
             pool.used, pool.heads, pool.caps, pool.cls_of, text_agent, text_time, m)
-        assert tu.tolist() == times.tolist() and xu.tolist() == list(range(base, base + n))
         casc = np.flatnonzero(np.isin(gu, cids))
-        assert ci.tolist() == casc.tolist()
+        assert cx.tolist() == (base + casc).tolist()
         assert cno.tolist() == np.searchsorted(cids, gu[casc]).tolist()
         assert ag.tolist() == ku[casc].tolist()
         assert crow.tolist() == np.searchsorted(keys2, gu[casc]).tolist()
@@ -580,7 +575,7 @@ def test_merge_pairs_matches_a_dict_of_lists() -> None:
                 want_first.append(fresh[0])
                 want_had.append(len(texts))
                 want_moved.append(sorted(texts))
-                want_join += [(i, len(want_cross) - 1) for i in fresh]
+                want_join += [(base + i, len(want_cross) - 1) for i in fresh]
                 del want[g]
             else:
                 texts += [base + i for i in fresh]
