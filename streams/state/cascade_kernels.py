@@ -540,40 +540,43 @@ def pool_compact(pool: np.ndarray, caps: np.ndarray, cls_of: np.ndarray, blk: np
     return out
 
 
-@numba.njit([(U64,)], cache=True)
-def argsort_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A stable argsort of uint64 keys, and the keys in that order (the sort has them: no
-    gather): least significant digit radix sort, 8 bits a pass (256 buckets: their write
-    fronts stay in cache, where 2048 of 11 bits thrash it: 0.6x the time with one or two
-    passes more), a pass skipped when every key has the same digit there."""
-    n = len(keys)
-    bits, passes = 8, 8
-    mask = np.uint64((1 << bits) - 1)
-    counts = np.zeros((passes, (1 << bits) + 1), np.int64)
-    for i in range(n):
-        x = keys[i]
-        for p in range(passes):
-            counts[p, ((x >> np.uint64(p * bits)) & mask) + 1] += 1
-    idx = np.arange(n)
-    tmp = np.empty(n, np.int64)
-    key = keys.copy()
-    ktmp = np.empty(n, np.uint64)
-    for p in range(passes):
-        c = counts[p]
-        if c.max() == n:
-            continue
-        for d in range(1, len(c)):
-            c[d] += c[d - 1]
-        shift = np.uint64(p * bits)
-        for i in range(n):
-            d = (key[i] >> shift) & mask
-            at = c[d]
-            c[d] = at + 1
-            ktmp[at] = key[i]
-            tmp[at] = idx[i]
-        key, ktmp = ktmp, key
-        idx, tmp = tmp, idx
-    return idx, key
+@numba.njit([(I64, U32, INT, U32)], cache=True)
+def joined_run(jc: np.ndarray, jt: np.ndarray, na: int, text_agent: np.ndarray,
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The new cascades' adoptions (cascade numbers ``jc``, texts ``jt``: the first ``na``
+    the merge's, sorted by (cascade, the text's agent ``text_agent``); the rest taken from
+    the pool, by cascade, one block each, not sorted by agent: a few texts a cascade) as one
+    run sorted by (cascade, agent): each block sorted by insertion, then the two runs merged
+    (O(adoptions), where a sort of them all by (cascade, agent) took up to 8 radix passes).
+    A cascade's agents are distinct: the order is the only one."""
+    n = len(jc)
+    bt = jt[na:].copy()
+    s = 0
+    while s < n - na:  # each block of the second run sorted by agent
+        e = s + 1
+        while e < n - na and jc[na + e] == jc[na + s]:
+            e += 1
+        for q in range(s + 1, e):
+            t = bt[q]
+            a = text_agent[t]
+            r = q
+            while r > s and text_agent[bt[r - 1]] > a:
+                bt[r] = bt[r - 1]
+                r -= 1
+            bt[r] = t
+        s = e
+    oc = np.empty(n, np.int64)
+    ot = np.empty(n, np.uint32)
+    i, j = 0, 0
+    for o in range(n):
+        if j == n - na or (i < na and (jc[i] < jc[na + j] or (
+                jc[i] == jc[na + j] and text_agent[jt[i]] < text_agent[bt[j]]))):
+            oc[o], ot[o] = jc[i], jt[i]
+            i += 1
+        else:
+            oc[o], ot[o] = jc[na + j], bt[j]
+            j += 1
+    return oc, ot
 
 
 @numba.njit([(U64, I64, U64, INT, INT, FLOAT, UINT)], cache=True)

@@ -143,7 +143,6 @@ from streams.state.base import Item, Sample, Snapshot
 from streams.state.cascade_kernels import (
     AGENT_BITS,
     NO_BLOCK,
-    argsort_keys,
     batch_ngrams,
     distinct_pairs,
     exposure_batch,
@@ -156,6 +155,7 @@ from streams.state.cascade_kernels import (
     filter_set,
     gather_segments,
     insert_runs,
+    joined_run,
     merge_in_place,
     merge_pairs,
     merge_segments,
@@ -820,10 +820,10 @@ class CascadeEngine:
             # their numbers: the new cascades' places (``at``, in the order of ``crossed``)
             jc = at[np.concatenate((jx, np.repeat(np.arange(len(crossed)), had)))]
             # a new cascade's adoptions go where its (empty) segment is in level 0, sorted by
-            # (cascade, agent); the others' are in that order already (renumbering keeps it):
-            # two sorted runs, merged as they are inserted
-            order = argsort_keys((jc.astype(np.uint64) << np.uint64(32)) | self._ta[jt])[0]
-            jc, jt = jc[order], jt[order]
+            # (cascade, agent) (the merge's are, the pool's by cascade only); the others' are
+            # in that order already (renumbering keeps it): two sorted runs, merged as they
+            # are inserted
+            jc, jt = joined_run(jc, jt, len(joining), self._ta)
             joined = jc, jt, self._big.ptrs[0][jc].astype(np.int64)
         self._big.add((cn, xn, pn), joined, self._ta)
         if len(self._keys) > self.config.max_tracked:

@@ -424,11 +424,18 @@ def test_kernels_match_numpy() -> None:
         got = kernels.insert_runs(col, indptr, *runs[0], *runs[1], agent_of)
         assert np.array_equal(got, np.insert(col, pos[merged], texts[merged]))
         assert np.array_equal(indptr, want_ptr)
-        keys = rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)
-        keys[: n // 2] = keys[n // 2: 2 * (n // 2)]  # repeats: the order among them kept
-        order, in_order = kernels.argsort_keys(keys)
-        assert np.array_equal(order, np.argsort(keys, kind="stable"))
-        assert np.array_equal(in_order, np.sort(keys))
+        # the new cascades' adoptions: the merge's sorted by (cascade, agent), the pool's
+        # blocks by cascade only; one run sorted by (cascade, agent) out (agents distinct)
+        jc = np.sort(rng.integers(0, 1 + n // 20, min(n // 3 + 1, 900)))
+        jt = rng.permutation(1_000)[:len(jc)].astype(np.uint32)
+        own = rng.permutation(1_000).astype(np.uint32)  # an agent a text
+        way = np.r_[rng.random(len(jc) - 1) < 0.5, True] if n else np.ones(1, bool)
+        (ac, at_), (bc, bt) = ((jc[sel], jt[sel]) for sel in (way, ~way))
+        order = np.lexsort((own[at_], ac))
+        cat = np.concatenate((ac[order], bc)), np.concatenate((at_[order], bt))
+        want = np.lexsort((own[cat[1]], cat[0]))
+        got = kernels.joined_run(cat[0], cat[1], len(ac), own)
+        assert got[0].tolist() == cat[0][want].tolist() and got[1].tolist() == cat[1][want].tolist()
     # the cascades' store: segments sorted by agent, pairs by (cascade, agent) (galloping
     # within a cascade) and a few out of order (searched afresh)
     text_agent = rng.integers(0, 50, 600).astype(np.uint32)
