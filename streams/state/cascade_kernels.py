@@ -238,14 +238,12 @@ def segment_find(ev: np.ndarray, indptr: np.ndarray, cno: np.ndarray, agent: np.
                 ev[lo] = cx[i]
 
 
-@numba.njit([(B1, I64, I32, U32, I32, F64, U32, F64)], cache=True)
+@numba.njit([(B1, I64, I32, U32)], cache=True)
 def new_adoptions(found: np.ndarray, where: np.ndarray, cno: np.ndarray, cx: np.ndarray,
-                  crow: np.ndarray, text_time: np.ndarray, size: np.ndarray, last: np.ndarray,
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The cascades' pairs not ``found`` (:func:`segment_find`): counted in the n-gram table
-    (rows ``crow``: adopters ``size``, last adoption ``last``: their texts' ``text_time``,
-    in place) and returned as a run to insert (cascade numbers, texts ``cx``, insertion
-    points ``where`` in level 0)."""
+    """The cascades' pairs not ``found`` (:func:`segment_find`) as a run to insert (cascade
+    numbers, texts ``cx``, insertion points ``where`` in level 0; the filters count them,
+    :func:`filter_pending`)."""
     n = len(found)
     k = 0
     for i in range(n):
@@ -257,11 +255,7 @@ def new_adoptions(found: np.ndarray, where: np.ndarray, cno: np.ndarray, cx: np.
     for i in range(n):
         if found[i]:
             continue
-        e, x = crow[i], cx[i]
-        size[e] += np.uint32(1)
-        if text_time[x] > last[e]:
-            last[e] = text_time[x]
-        cn[o], xn[o], pn[o] = cno[i], x, where[i]
+        cn[o], xn[o], pn[o] = cno[i], cx[i], where[i]
         o += 1
     return cn, xn, pn
 
@@ -336,8 +330,9 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
     early (the blocks are scattered over the pool: those reads overlap, where a block read
     at its turn waits for memory). Returns the table (the same arrays
     when no n-gram is unseen), the pool and its used entries; the cascades' pairs as (text
-    of first use, cascade number, agent, row in the table returned: 16 bytes a pair, its
-    time the text's in ``text_time``); the new adoptions of the other n-grams; the n-grams
+    of first use, cascade number, agent: 12 bytes a pair, its time the text's in
+    ``text_time``; a cascade's row is neither searched nor updated: its adopters are counted
+    by the store's filters); the new adoptions of the other n-grams; the n-grams
     that became cascades (by id), the pair of the first new adoption of each, its adoptions
     taken from the pool (``had`` each, one block after another) and those the merge adds
     (text of first use, crossed n-gram's number)."""
@@ -347,7 +342,6 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
     cx = np.empty(n, np.uint32)
     cno = np.empty(n, np.int32)
     ag = np.empty(n, np.uint32)
-    crow = np.empty(n, np.int32)
     fresh = np.empty(n, np.int64)
     cross_g = np.empty(n, np.uint64)
     cross_f = np.empty(n, np.int64)
@@ -373,13 +367,13 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
         end = i + 1
         while end < n and gu[end] == q:
             end += 1
-        lo_k = _gallop(keys, q, lo_k)
         lo_c = _gallop(cids, q, lo_c)
-        if lo_c < nc and cids[lo_c] == q:
+        if lo_c < nc and cids[lo_c] == q:  # a cascade's row is not read: no search
             for p in range(i, end):
-                cx[c], cno[c], ag[c], crow[c] = by_time[best[p]] + base, lo_c, agu[p], lo_k
+                cx[c], cno[c], ag[c] = by_time[best[p]] + base, lo_c, agu[p]
                 c += 1
         else:
+            lo_k = _gallop(keys, q, lo_k)
             for p in range(i, end):
                 e = by_time[best[p]]
                 tu[p], xu[p] = times[e], np.uint32(e + base)
@@ -472,15 +466,9 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
             o += f
             _free(pool, heads, caps, b, cls_of[f])
     if u == 0:
-        return (keys, size, last, blk, pool, used, cx[:c], cno[:c], ag[:c], crow[:c], adopted,
+        return (keys, size, last, blk, pool, used, cx[:c], cno[:c], ag[:c], adopted,
                 cross_g[:x], cross_f[:x], cross_h[:x], moved, jt[:j], jx[:j])
-    # the unseen n-grams inserted (in id order, so their insertion points ascend); a held
-    # row moves down by the unseen ones inserted at or before it
-    below = 0
-    for r in range(c):
-        while below < u and upos[below] <= crow[r]:
-            below += 1
-        crow[r] += below
+    # the unseen n-grams inserted (in id order, so their insertion points ascend)
     keys2 = np.empty(nk + u, np.uint64)
     size2 = np.empty(nk + u, np.uint32)
     last2 = np.empty(nk + u, np.float64)
@@ -495,7 +483,7 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
         if v < u:
             keys2[p + v], size2[p + v], last2[p + v], blk2[p + v] = ug[v], uc[v], ut[v], ub[v]
         s = p
-    return (keys2, size2, last2, blk2, pool, used, cx[:c], cno[:c], ag[:c], crow[:c], adopted,
+    return (keys2, size2, last2, blk2, pool, used, cx[:c], cno[:c], ag[:c], adopted,
             cross_g[:x], cross_f[:x], cross_h[:x], moved, jt[:j], jx[:j])
 
 

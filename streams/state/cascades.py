@@ -34,9 +34,11 @@ cascades' store, which holds one segment per cascade (numbered by id rank, a new
 segment inserted in place, so the pairs in id order are in segment order without a sort; never
 evicted), each adoption only its text (the agent is the text's), sorted by agent, searched
 within the segments (a binary search, galloping from the previous pair of the same cascade; a
-pair found in one level is not searched in the next); those not found are counted in the table
-(:func:`new_adoptions`). Most pairs are new adoptions, which every level was searched only to
-prove absent: each cascade has an adopter filter (a blocked Bloom filter: a power of two of
+pair found in one level is not searched in the next); those not found are counted by the
+cascade's adopter filter (below) and inserted (:func:`new_adoptions`: a cascade's row in the
+table is neither searched nor updated, its count and last adoption those of its crossing).
+Most pairs are new adoptions, which every level was searched only to prove absent: each
+cascade has an adopter filter (a blocked Bloom filter: a power of two of
 64-bit words, three bits set in one word by a hash of the agent, 3 to 12 adopters a word:
 ~0.2-8 % false positives; no false negative), so only the first level, which gives the
 insertion points, is searched for every pair, the others only for the pairs a filter may hold
@@ -92,8 +94,9 @@ side effect: what it reports depends on the events and on event time only, so th
 reducer, which snapshots every second, and a replay agree.
 
 Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 24 bytes each (id,
-adopter count, last adoption, block) plus a non-cascade's block in the pool: 4 bytes an entry,
-the block under twice its adoptions (the smallest capacity that holds them), free blocks at
+adopter count, last adoption, block; a cascade's as it crossed) plus a non-cascade's block in
+the pool: 4 bytes an entry, the block under twice its adoptions (the smallest capacity that
+holds them), free blocks at
 most a quarter of the pool and the pool at most a quarter over its used entries (~7 bytes an
 adoption of a non-cascade at 100k real-text events, where a sorted (id, text) store took 12);
 4 bytes per cascade adoption (its text; a level's buffer has room for up to twice its
@@ -793,7 +796,7 @@ class CascadeEngine:
         # block: the earlier first use kept) or new: counted, put into their blocks or, when
         # their n-gram crosses ``min_adopters``, out with its block's adoptions
         pool = self._small
-        (self._keys, self._size, self._last, self._blk, pool.pool, pool.used, cx, cno, ag, crow,
+        (self._keys, self._size, self._last, self._blk, pool.pool, pool.used, cx, cno, ag,
          adopted, crossed, first, had, moved_t, joining, jx) = merge_pairs(
             agu, gu, best, by_time, times, base, self._cids, self._keys, self._size,
             self._last, self._blk, pool.pool, pool.used, pool.heads, pool.caps, pool.cls_of,
@@ -801,9 +804,8 @@ class CascadeEngine:
         if pool.used >= NO_BLOCK:
             raise ValueError("more than 2^32 pooled adoptions")
         found_b, at_b = self._big.find(cno, ag, self._ta, cx, self._tt)
-        # the cascades' new adoptions counted, and their run to insert
-        cn, xn, pn = new_adoptions(found_b, at_b, cno, cx, crow, self._tt, self._size,
-                                   self._last)
+        # the cascades' new adoptions (counted by their filters): their run to insert
+        cn, xn, pn = new_adoptions(found_b, at_b, cno, cx)
         self.adoptions_total += adopted + len(cn)
         if len(crossed):
             self._name(src[first], origin)
