@@ -70,7 +70,7 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -279,6 +279,7 @@ _T, _GRAMS, _WARM = itemgetter(0), itemgetter(3), itemgetter(5)  # fields of a _
 
 class BurstDetector:
     type = "burst"
+    kinds: ClassVar[tuple[type, ...]] = _TEXTS  # what ``update`` reads
     _rec_limit = 1 << 30  # record numbers stay under it (the seen table keeps 30 bits)
 
     def __init__(self, config: BurstConfig | None = None) -> None:

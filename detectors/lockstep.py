@@ -64,7 +64,7 @@ import math
 import statistics
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from detectors.alert import Finding, Severity
 from detectors.evidence import Sighting, build_evidence
@@ -123,6 +123,7 @@ def _drop(table: dict[str, dict[str, int]], agent: str, target: str, k: int = 1)
 
 class LockstepDetector:
     type = "lockstep"
+    kinds: ClassVar[tuple[type, ...]] = (CommentEvent,)  # what ``update`` reads
 
     def __init__(self, config: LockstepConfig | None = None) -> None:
         self.cfg = config or LockstepConfig()

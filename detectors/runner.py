@@ -23,6 +23,7 @@ alert transitions (every time in unix seconds, the engines' one time type):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, Protocol
@@ -84,17 +85,24 @@ class DetectorSuite:
                                  EngagementDetector(cfg.engagement),
                                  LockstepDetector(cfg.lockstep)]
         self.detectors: dict[str, Detector] = {d.type: d for d in every if d.type in cfg.enabled}
-        self._updates = [d.update for d in self.detectors.values()]
+        # by event class, the ``update`` of each detector that reads it (a detector may say
+        # which it reads, ``kinds``: its ``update`` ignores every other), made at a kind's first
+        self._routes: dict[type, list[Callable[[Item], None]]] = {}
 
     def __getstate__(self) -> dict[str, Any]:  # bound methods are rebuilt, not pickled
-        return {k: v for k, v in self.__dict__.items() if k != "_updates"}
+        return {k: v for k, v in self.__dict__.items() if k != "_routes"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._updates = [d.update for d in self.detectors.values()]
+        self._routes = {}
 
     def update(self, item: Item) -> None:
-        for update in self._updates:
+        kind = type(item.event)
+        updates = self._routes.get(kind)
+        if updates is None:
+            updates = self._routes[kind] = [d.update for d in self.detectors.values()
+                                            if kind in getattr(d, "kinds", (kind,))]
+        for update in updates:
             update(item)
 
     def expire(self, now: float) -> None:

@@ -57,6 +57,7 @@ import math
 import statistics
 from collections import OrderedDict, deque
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -131,6 +132,7 @@ def _robust(values: list[float]) -> tuple[float, float]:
 
 class ShiftDetector:
     type = "shift"
+    kinds: ClassVar[tuple[type, ...]] = (PostEvent,)  # what ``update`` reads
 
     def __init__(self, config: ShiftConfig | None = None) -> None:
         self.cfg = config or ShiftConfig()

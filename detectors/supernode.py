@@ -73,7 +73,7 @@ import statistics
 from array import array
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -165,6 +165,7 @@ class _Snap:
 
 class SupernodeDetector:
     type = "supernode"
+    kinds: ClassVar[tuple[type, ...]] = (CommentEvent,)  # what ``update`` reads
 
     def __init__(self, config: SupernodeConfig | None = None) -> None:
         self.cfg = config or SupernodeConfig()

@@ -85,6 +85,7 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from hashlib import blake2b as _blake2b
 from operator import itemgetter
+from typing import ClassVar
 
 import numpy as np
 
@@ -329,6 +330,7 @@ class _Entity:
 
 class SurgeDetector:
     type = "surge"
+    kinds: ClassVar[tuple[type, ...]] = (PostEvent, CommentEvent, AgentEvent)  # ``update`` reads
 
     def __init__(self, config: SurgeConfig | None = None) -> None:
         self.cfg = config or SurgeConfig()
