@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -85,11 +86,12 @@ from streams.partition import PartitionState, Rejected
 from streams.pipeline import Pipeline, PipelineConfig
 from streams.reducer import IDLE_AFTER_S, AgentValues, Reducer
 from streams.state.base import Snapshot
-from streams.transport import RawSchema, WaitingApp
+from streams.transport import RawSchema, Records, WaitingApp
 
 log = logging.getLogger(__name__)
 
 Routed = tuple[int, int, Act]  # events partition, events offset, act
+Record = tuple[bytes, int, int]  # an events record's value, partition and offset
 
 #: While the worker is behind (a backlog on a partition it holds), each periodic publishing
 #: task (thread partials, snapshot, per-agent profiles and values) takes at most this share
@@ -100,6 +102,8 @@ PUBLISH_SHARE = 0.02
 #: batch; caught up, the one in hand at most).
 BEHIND_RECORDS = 1000
 BEHIND_BATCHES = 4
+#: Events records queued for ingest at most (Faust's default stream buffer, 4096 messages).
+EVENTS_QUEUED = 4096
 
 
 class Pacer:
@@ -336,10 +340,11 @@ class Driver:
 
 
 async def batches(stream: faust.StreamT, size: int,
-                  within: float) -> AsyncIterator[list[faust.types.EventT]]:
-    """The records of ``stream`` in batches of at most ``size``, each waiting at most
-    ``within`` seconds after its first record to fill; every record of a batch is acked once
-    the consumer's body has run on it (the next batch is asked for).
+                  within: float) -> AsyncIterator[list[Record]]:
+    """The records of ``stream`` ((value, partition, offset) each) in batches of at most
+    ``size``, each waiting at most ``within`` seconds after its first record to fill; a
+    message (one record, or a chunk of them: :class:`~streams.transport.Records`) is acked
+    once the consumer's body has run on its every record (the next batch is asked for).
 
     Read straight from the stream's channel queue, where Faust's conductor delivers them:
     ``Stream.take_events`` costs about a tenth of a millisecond a record in its processor,
@@ -350,17 +355,25 @@ async def batches(stream: faust.StreamT, size: int,
     queue = channel.queue
     processors = stream._processors  # type: ignore[attr-defined]
     loop = asyncio.get_running_loop()
-    batch: list[faust.types.EventT] = []
+    # the messages taken whose records are not all yielded yet, with those records
+    taken: deque[tuple[faust.types.EventT, list[Record]]] = deque()
+    held = 0  # their records
 
     async def take(event: faust.types.EventT) -> None:
+        nonlocal held
         for processor in processors:  # on receipt, as the stream would run them
             await maybe_async(processor(event.value))
-        batch.append(event)
+        value = event.value
+        records = value if type(value) is Records else [
+            (value, event.message.partition, event.message.offset)]
+        taken.append((event, records))
+        held += len(records)
 
     while not stream.should_stop:
-        await take(await queue.get())
+        if not taken:
+            await take(await queue.get())
         deadline = loop.time() + within
-        while len(batch) < size:
+        while held < size:
             if not queue.empty():
                 await take(queue.get_nowait())
                 continue
@@ -373,10 +386,21 @@ async def batches(stream: faust.StreamT, size: int,
             if got.stopped:
                 break
             await take(got.result)
-        yield list(batch)
-        for event in batch:
+        batch: list[Record] = []
+        done: list[faust.types.EventT] = []
+        while taken and len(batch) < size:
+            event, records = taken[0]
+            room = size - len(batch)
+            batch += records[:room]
+            if len(records) <= room:
+                taken.popleft()
+                done.append(event)
+            else:  # the rest of a chunk goes in the next batch
+                taken[0] = (event, records[room:])
+        held -= len(batch)
+        yield batch
+        for event in done:
             await stream.ack(event)
-        batch.clear()
 
 
 def _dead_letter(reason: str, raw: bytes, origin: str) -> bytes:
@@ -406,7 +430,12 @@ def create_app(config: DriverConfig, io: Collaborators,
     driver = Driver(config, io)
     reducer = driver.reducer
 
-    events = app.topic(config.topic("events"), schema=RawSchema(), partitions=config.partitions)
+    # read a chunk of records a message (streams/transport.py), queued in as many records as
+    # a message a record would be
+    chunk = max(config.embed_batch, 1)
+    events = app.topic(config.topic("events"), schema=RawSchema(), partitions=config.partitions,
+                       maxsize=max(EVENTS_QUEUED // chunk, 1))
+    app.batched = {events.get_topic_name(): chunk}
     # never acked, so never committed: a restarted or newly assigned reducer reads the retained
     # topic from the start, skipping what its checkpoint (if usable) already holds
     society = app.topic(config.topic("society"), schema=RawSchema(), partitions=1, acks=False)
@@ -423,9 +452,7 @@ def create_app(config: DriverConfig, io: Collaborators,
         wait = config.embed_wait_s if config.pipeline.embed else 0.0
         async for batch in batches(stream, config.embed_batch, wait):
             admitted: list[tuple[Event, int, int, bytes]] = []
-            for record in batch:
-                raw, partition, offset = record.value, record.message.partition, \
-                    record.message.offset
+            for raw, partition, offset in batch:
                 part = driver.parts.get(partition)
                 if part is None:  # first record of a partition this worker was handed
                     part = driver.parts[partition] = await loop.run_in_executor(

@@ -41,6 +41,7 @@ from streams.partition import PartitionState
 from streams.reducer import IDLE_AFTER_S, AgentValues, state_version
 from streams.state.base import Snapshot
 from streams.state.threads import Partial, Sums
+from streams.transport import Records
 
 ROOT = Path(__file__).resolve().parents[2]
 T = datetime(2026, 2, 1, 12, tzinfo=UTC)
@@ -345,35 +346,62 @@ class Queued:
         self.acked.append(event.value)
 
 
+def record(v: Any) -> SimpleNamespace:
+    """A Faust event of one events record (value ``v`` at offset ``v``)."""
+    return SimpleNamespace(value=v, message=SimpleNamespace(partition=0, offset=v))
+
+
 async def test_ingest_batches_what_is_queued_and_acks_after_the_body() -> None:
     stream = Queued()
     seen: list[Any] = []
     stream._processors.append(seen.append)  # a stream's processors see every value
     for v in range(5):
-        stream.queue.put_nowait(SimpleNamespace(value=v))
+        stream.queue.put_nowait(record(v))
     it = batches(stream, 2, 0.0)  # type: ignore[arg-type]
     got = []
     for _ in range(3):
         batch = await anext(it)
-        got.append([e.value for e in batch])
+        got.append([v for v, _, _ in batch])
         assert stream.acked == [v for b in got[:-1] for v in b]  # acked once the body ran
     assert got == [[0, 1], [2, 3], [4]] and seen == [0, 1, 2, 3, 4]
 
     async def later(v: int, after: float) -> None:
         await asyncio.sleep(after)
-        stream.queue.put_nowait(SimpleNamespace(value=v))
+        stream.queue.put_nowait(record(v))
 
     # with a wait, a batch takes what arrives within it after its first record
     waiting = batches(stream, 10, 1.0)  # type: ignore[arg-type]
-    stream.queue.put_nowait(SimpleNamespace(value=5))
+    stream.queue.put_nowait(record(5))
     pending = [asyncio.ensure_future(later(6, 0.05))]
     filler = asyncio.ensure_future(anext(waiting))
     await asyncio.sleep(0.2)
     assert not filler.done()  # still waiting to fill
     for v in range(7, 10):
-        stream.queue.put_nowait(SimpleNamespace(value=v))
+        stream.queue.put_nowait(record(v))
     await asyncio.gather(*pending)
-    assert [e.value for e in await filler] == [5, 6, 7, 8, 9]
+    assert [offset for _, _, offset in await filler] == [5, 6, 7, 8, 9]
+
+
+async def test_ingest_batches_chunks_and_acks_a_chunk_once_all_of_it_ran() -> None:
+    """A chunk of records (one message) fills batches of at most ``size`` with the single
+    records around it; it is acked after the batch holding its last record."""
+    stream = Queued()
+
+    def chunk(*offsets: int) -> SimpleNamespace:
+        return SimpleNamespace(value=Records([(b"v", 1, o) for o in offsets]), message=None)
+
+    for event in (record(0), chunk(1, 2, 3), chunk(4), record(5)):
+        stream.queue.put_nowait(event)
+    it = batches(stream, 3, 0.0)  # type: ignore[arg-type]
+    got, acked = [], []
+    for _ in range(2):
+        got.append([o for _, _, o in await anext(it)])
+        acked.append(len(stream.acked))
+    assert got == [[0, 1, 2], [3, 4, 5]]
+    assert acked == [0, 1]  # the first batch's body ran: record 0 acked, the chunk not yet
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(anext(it), 0.1)
+    assert len(stream.acked) == 4
 
 
 async def test_worker_consumer_runs_a_delivery_inline_unless_it_blocks() -> None:
@@ -418,6 +446,47 @@ async def test_worker_consumer_runs_a_delivery_inline_unless_it_blocks() -> None
     await task
     await asyncio.sleep(0.01)
     assert cancelled == ["c"]
+
+
+async def test_worker_consumer_commits_a_chunk_once_it_and_those_before_are_acked() -> None:
+    """A chunk of records is one message at its last record's offset; a commit covers it
+    from where it starts (after the last offset read before it) only once it is acked and
+    so is every chunk before it."""
+    app, _ = create_app(driver_config(settings()), collaborators())
+    app.finalize()
+    consumer = app.consumer
+    tp = TP("unit-events", 0)
+
+    def deliver(last: int, start: int) -> None:
+        consumer._chunk_start[tp][last] = start
+
+    def ack(*offsets: int) -> None:
+        for o in offsets:
+            consumer._acked[tp].append(o)
+            consumer._acked_index[tp].add(o)
+
+    def commit() -> int | None:
+        offset = consumer._new_offset(tp)
+        if offset is not None:
+            consumer._committed_offset[tp] = offset
+        return offset
+
+    deliver(63, 0)
+    deliver(127, 64)
+    ack(63)
+    assert commit() == 64
+    deliver(191, 128)
+    ack(191)  # 64..127 not yet processed
+    assert commit() is None
+    ack(127)
+    assert commit() == 192 and not consumer._chunk_start[tp] and not consumer._acked[tp]
+    deliver(255, 193)  # a gap of one offset (e.g. a transaction marker) before it: covered
+    deliver(319, 256)
+    deliver(383, 320)
+    ack(255, 383)
+    assert commit() == 256 and list(consumer._acked[tp]) == [383]
+    ack(319)
+    assert commit() == 384
 
 
 async def test_worker_consumer_takes_the_fetch_wait() -> None:
