@@ -94,9 +94,11 @@ Routed = tuple[int, int, Act]  # events partition, events offset, act
 Record = tuple[bytes, int, int]  # an events record's value, partition and offset
 
 #: While the worker is behind (a backlog on a partition it holds), each periodic publishing
-#: task (thread partials, snapshot, per-agent profiles and values) takes at most this share
-#: of its CPU time (:class:`Pacer`): a backlog drains at nearly the pipeline's own rate.
-PUBLISH_SHARE = 0.02
+#: task (thread partials, snapshot, per-agent profiles and values, webhook rounds) takes at
+#: most this share of its CPU time (:class:`Pacer`): five of them, 5 % together, and a
+#: backlog drains at nearly the pipeline's own rate (a snapshot costing 0.1 s is then
+#: published every 10 s of a drain).
+PUBLISH_SHARE = 0.01
 #: Behind: an events partition with more records not yet taken than this (a live stream's
 #: batch wait holds far fewer), or a society or agents partition with more messages (each a
 #: batch; caught up, the one in hand at most).

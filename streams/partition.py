@@ -99,7 +99,9 @@ class PartitionState:
         if isinstance(event, PostEvent | CommentEvent | VoteEvent):
             # threads read no text: an item without tokens (Item.of would tokenise the text,
             # more than half of ingest's cost, for nothing)
-            item = Item(event, event.event_time.timestamp(), getattr(event, "author", None))
+            # a vote has no author (getattr's miss costs pydantic's __getattr__ and a raise)
+            author = None if isinstance(event, VoteEvent) else event.author
+            item = Item(event, event.event_time.timestamp(), author)
             self.threads.update(item)
             self.latest = item.t if self.latest is None else max(self.latest, item.t)
             self.news = True

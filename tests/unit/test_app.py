@@ -306,7 +306,7 @@ async def test_webhook_rounds_paced_only_while_behind() -> None:
     io = dataclasses.replace(collaborators(), alerts=Counting())
     driver = Driver(driver_config(settings()), io)
     now = [0.0]
-    driver.paced["dispatch"] = Pacer(clock=lambda: now[0])
+    driver.paced["dispatch"] = Pacer(0.02, clock=lambda: now[0])
     await driver.dispatch(behind=True)  # the first round (cost 0: the clock stood still)
     now[0] = 1.0
     driver.paced["dispatch"].cost = 1.0  # as if it took 1 CPU second
