@@ -106,6 +106,13 @@ BEHIND_RECORDS = 1000
 BEHIND_BATCHES = 4
 #: Events records queued for ingest at most (Faust's default stream buffer, 4096 messages).
 EVENTS_QUEUED = 4096
+#: Records an ingest batch holds at most when no text is embedded (with the model: the
+#: model's batch, ``embed_batch``): a batch costs a society and an agents message, each sent,
+#: fetched and applied once, whatever it holds.
+INGEST_BATCH = 512
+#: Bytes of events (JSON and vectors) a society message carries at most: a batch beyond goes
+#: in several (the producer's and the broker's limit on a message is 1 MiB).
+SOCIETY_MESSAGE_BYTES = 512 * 1024
 
 
 class Pacer:
@@ -405,6 +412,28 @@ async def batches(stream: faust.StreamT, size: int,
             await stream.ack(event)
 
 
+def by_size(items: list[Forwarded], most: int) -> Iterator[list[Forwarded]]:
+    """``items`` in runs, in order, of at most ``most`` bytes of JSON and vectors each (an item
+    larger than that alone).
+
+    >>> f = [Forwarded(None, None, 0, i, b"x" * n)  # type: ignore[arg-type]
+    ...      for i, n in enumerate([3, 3, 5, 2])]
+    >>> [[x.offset for x in run] for run in by_size(f, 6)]
+    [[0, 1], [2], [3]]
+    """
+    run: list[Forwarded] = []
+    size = 0
+    for f in items:
+        n = len(f.raw or b"") + (0 if f.vector is None else 2 * f.vector.size)
+        if run and size + n > most:
+            yield run
+            run, size = [], 0
+        run.append(f)
+        size += n
+    if run:
+        yield run
+
+
 def _dead_letter(reason: str, raw: bytes, origin: str) -> bytes:
     return DeadLetter(reason=reason, raw=raw[: 1 << 20].decode("utf-8", "replace"),
                       origin=origin, observed_at=datetime.now(UTC)).model_dump_json().encode()
@@ -433,8 +462,8 @@ def create_app(config: DriverConfig, io: Collaborators,
     reducer = driver.reducer
 
     # read a chunk of records a message (streams/transport.py), queued in as many records as
-    # a message a record would be
-    chunk = max(config.embed_batch, 1)
+    # a message a record would be; a chunk is an ingest batch
+    chunk = max(config.embed_batch if config.pipeline.embed else INGEST_BATCH, 1)
     events = app.topic(config.topic("events"), schema=RawSchema(), partitions=config.partitions,
                        maxsize=max(EVENTS_QUEUED // chunk, 1))
     app.batched = {events.get_topic_name(): chunk}
@@ -452,7 +481,7 @@ def create_app(config: DriverConfig, io: Collaborators,
         loop = asyncio.get_running_loop()
         # a batch waits to fill for the model only: without it, what is queued goes at once
         wait = config.embed_wait_s if config.pipeline.embed else 0.0
-        async for batch in batches(stream, config.embed_batch, wait):
+        async for batch in batches(stream, chunk, wait):
             admitted: list[tuple[Event, int, int, bytes]] = []
             for raw, partition, offset in batch:
                 part = driver.parts.get(partition)
@@ -487,10 +516,11 @@ def create_app(config: DriverConfig, io: Collaborators,
             if admitted:
                 forwarded = [Forwarded(ev, vectors.get(ev.id), partition, offset, raw)
                              for ev, partition, offset, raw in admitted]
-                payload = encode_society(forwarded)
-                if reducer.resumed:  # this worker's reducer reads the society partition
-                    reducer.handoff.put(payload, forwarded)
-                await society.send(value=payload)
+                for run in by_size(forwarded, SOCIETY_MESSAGE_BYTES):
+                    payload = encode_society(run)
+                    if reducer.resumed:  # this worker's reducer reads the society partition
+                        reducer.handoff.put(payload, run)
+                    await society.send(value=payload)
                 routed = driver.acts_by_partition([a[:3] for a in admitted], vectors)
                 for target, batch_acts in sorted(routed.items()):
                     payload = encode_acts(batch_acts)
