@@ -63,10 +63,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    import gc
+
     import faust
 
-    from service.worker import build
+    from service.worker import GC_YOUNG_THRESHOLD, build
 
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     app, _ = build(get_settings())
     worker = faust.Worker(app, loglevel=args.loglevel)
     # Faust's startup spinner, at --loglevel warning or above, sets the root logger to DEBUG
