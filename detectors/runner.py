@@ -36,7 +36,7 @@ from detectors.shift import ShiftConfig, ShiftDetector
 from detectors.socialisation import SocialisationConfig
 from detectors.supernode import SupernodeConfig, SupernodeDetector
 from detectors.surge import SurgeConfig, SurgeDetector
-from streams.state.base import Item, Snapshot
+from streams.state.base import Item, Snapshot, updates_for
 
 
 class Detector(Protocol):
@@ -100,8 +100,7 @@ class DetectorSuite:
         kind = type(item.event)
         updates = self._routes.get(kind)
         if updates is None:
-            updates = self._routes[kind] = [d.update for d in self.detectors.values()
-                                            if kind in getattr(d, "kinds", (kind,))]
+            updates = self._routes[kind] = updates_for(self.detectors.values(), kind)
         for update in updates:
             update(item)
 

@@ -44,7 +44,7 @@ from detectors.alert import Alert
 from detectors.runner import DetectorConfig, DetectorSuite
 from streams.events import CommentEvent, Event, PostEvent
 from streams.state.activity import ActivityState
-from streams.state.base import Engine, Item, Sample, Snapshot
+from streams.state.base import Engine, Item, Sample, Snapshot, updates_for
 from streams.state.cascades import CascadeConfig, CascadeEngine
 from streams.state.centroid import CentroidState, Window
 from streams.state.cooperation import CooperationConfig, CooperationEngine
@@ -174,8 +174,7 @@ class Pipeline:
         (after whoever set :attr:`engines` up), again whenever :attr:`engines` is replaced."""
         if self._routed is not self.engines:
             self._routes, self._routed = {}, self.engines
-        out = self._routes[kind] = [e.update for e in self.engines
-                                    if kind in getattr(e, "kinds", (kind,))]
+        out = self._routes[kind] = updates_for(self.engines, kind)
         return out
 
     def advance(self, now: float | None = None, *, force: bool = False) -> list[Alert]:

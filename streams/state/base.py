@@ -25,7 +25,7 @@ count it in everything that does not need an author.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
@@ -261,3 +261,10 @@ class Engine(Protocol):
     def expire(self, now: float) -> None: ...
 
     def snapshot(self) -> Snapshot: ...
+
+
+def updates_for(parts: Iterable[Engine], kind: type) -> list[Callable[[Item], None]]:
+    """The ``update`` of each of ``parts`` that reads events of ``kind``, in order: a part
+    that declares the kinds it reads (``kinds``, a tuple of event classes) is left out for
+    the others. The pipeline routes its engines by it, the detector suite its detectors."""
+    return [p.update for p in parts if kind in getattr(p, "kinds", (kind,))]
