@@ -275,6 +275,7 @@ class _Text(NamedTuple):
 
 
 _T, _GRAMS, _WARM = itemgetter(0), itemgetter(3), itemgetter(5)  # fields of a _Text
+_new_text = tuple.__new__
 
 
 class BurstDetector:
@@ -321,8 +322,9 @@ class BurstDetector:
         if grams <= 0:
             return
         warm = not (t - self._start >= cfg.warmup_s and self._texts > cfg.warmup_texts)
-        self._buf.append(_Text(t, item.author, item.event, grams, item.text, warm,
-                               self._texts - 1))
+        # (tuple.__new__: a NamedTuple's own __new__ is a Python function, a frame a text)
+        self._buf.append(_new_text(_Text, (t, item.author, item.event, grams, item.text, warm,
+                                           self._texts - 1)))
         if len(self._buf) >= self.cfg.batch:
             self._flush()
 
