@@ -46,7 +46,7 @@ all-time sum). The per-post cost is one normalisation and one add of ``dim`` flo
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -102,6 +102,8 @@ def window_label(index: int, window: Window = "day") -> str:
 
 class CentroidState:
     """Running (sum, count) of unit vectors per window; centroid and pairwise similarities."""
+
+    kinds: ClassVar[tuple[type, ...]] = (PostEvent,)  # the event kinds ``update`` reads
 
     def __init__(self, window: Window = "day", dim: int = 384, max_windows: int = 4000,
                  matrix_windows: int | None = None) -> None:

@@ -57,7 +57,7 @@ one consumer holds this state (bounded as above).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -111,6 +111,8 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
 @dataclass
 class KnnState:
     """Exact per-window k-NN mean similarity, its distribution and day-to-day JSD."""
+
+    kinds: ClassVar[tuple[type, ...]] = (PostEvent,)  # the event kinds ``update`` reads
 
     k: int = 10
     dim: int = 384
@@ -178,7 +180,7 @@ class KnnState:
         n, b, k = day.n, len(v), self.k
         if n + b > len(day.vecs):
             cap = min(self.max_per_window, max(len(day.vecs) * 3 // 2, n + b, 64))
-            vecs = np.empty((cap, self.dim), np.float32)
+            vecs = np.zeros((cap, self.dim), np.float32)  # (its unused rows are pickled too)
             top = np.full((cap, k), -np.inf, np.float32)
             kth = np.full(cap, -np.inf, np.float32)
             vecs[:n], top[:n], kth[:n] = day.vecs[:n], day.top[:n], day.kth[:n]

@@ -44,10 +44,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from streams.events import CommentEvent
 from streams.state.base import Item, Sample, Snapshot
 from streams.state.graph import Interaction, InteractionGraph, Pair, day_label
 from streams.state.pagerank_kernels import power_iterate, transitions, window_apply
@@ -540,6 +541,8 @@ class InfluenceEngine:
         self._streaks_total = 0
         self._streak_seconds_sum = 0.0
         self.refreshes_total = 0
+
+    kinds: ClassVar[tuple[type, ...]] = (CommentEvent,)  # the event kinds ``update`` reads
 
     # -- ingestion ---------------------------------------------------------------------------
     def update(self, item: Item) -> Interaction | None:

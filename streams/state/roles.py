@@ -361,6 +361,11 @@ class RolesEngine:
         self.__dict__.update(state)
 
     @property
+    def kinds(self) -> tuple[type, ...]:
+        """The event kinds ``update`` reads: none when the graph is another engine's."""
+        return (CommentEvent,) if self._own_graph else ()
+
+    @property
     def running(self) -> bool:
         """Whether a run is in progress (spread over the coming ticks)."""
         return self._job_input is not None
