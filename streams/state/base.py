@@ -24,6 +24,7 @@ count it in everything that does not need an author.
 
 from __future__ import annotations
 
+import hashlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from streams.events import Event
-
-_TEXTED = (PostEvent, CommentEvent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +88,9 @@ class Item:
     comment, None for other events; vector: the text's embedding when the stage made one;
     admitted: False for a post the verbatim filter excluded from the lexical and semantic
     metrics; raw: the text as written (``event.text``, which a post builds anew each read),
-    set by :meth:`of` for posts and comments, None when the item was made without it.
+    set by :meth:`of` for posts and comments, None when the item was made without it; digest:
+    a post's :func:`text_digest`, set by the first engine that needs it (the verbatim filter)
+    for those after it that key a post by its exact text.
     """
 
     event: Event
@@ -99,6 +100,7 @@ class Item:
     vector: np.ndarray | None = None
     admitted: bool = True
     raw: str | None = None
+    digest: bytes | None = None
 
     @classmethod
     def of(cls, event: Event, vector: np.ndarray | None = None) -> Item:
@@ -113,10 +115,33 @@ class Item:
         (1769904000.0, 'a', ['gm', 'hello', ',', 'world'], 'GM\\nhello, world')
         """
         t = event.event_time.timestamp()
-        if isinstance(event, _TEXTED):
+        kind = type(event)  # (not isinstance: pydantic's own instance check is slow)
+        if kind is CommentEvent:
+            raw = event.content  # its ``text`` (a property: a call more)
+        elif kind is PostEvent:
             raw = event.text
-            return cls(event, t, event.author, Text.of(raw), vector, True, raw)
-        return cls(event, t, None, None, vector)  # (a pydantic attribute miss is slow)
+        else:
+            return cls(event, t, None, None, vector)  # (a pydantic attribute miss is slow)
+        return cls(event, t, event.author, Text.of(raw), vector, True, raw)
+
+
+def text_digest(text: str) -> bytes:
+    """The 16-byte blake2b digest of a text's UTF-8: the key of an exact text.
+
+    >>> text_digest("gm").hex()
+    'd657a435ea5544764c7718ec749f1765'
+    """
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def post_digest(item: Item) -> bytes:
+    """A post's :func:`text_digest` (of ``item.raw``, else of ``event.text``), made once an
+    item (kept in ``item.digest``)."""
+    digest = item.digest
+    if digest is None:
+        raw = item.raw
+        digest = item.digest = text_digest(item.event.text if raw is None else raw)  # type: ignore[union-attr]
+    return digest
 
 
 FEW_MEMBERS = 8  # a small set of names held as a tuple (scanned), more as a set

@@ -53,7 +53,8 @@ first / last day it is), so finished n-grams leave nothing but counts. A merge m
 of the tables, so the buffer holds at least an eighth of the tracked n-grams before one (8 bytes an
 occurrence: the buffer adds at most ~8 % to the tables' memory); per post the cost is O(tokens x
 max_n x log), with no Python loop over tokens or history. Repeated texts: a post whose exact text
-(title and body, a 16-byte blake2b digest) was already counted twice on its day changes nothing
+(title and body as read, ``Item.raw``: its 16-byte blake2b digest, which the verbatim filter
+made, :func:`streams.state.base.post_digest`) was already counted twice on its day changes nothing
 (each of its n-grams already has that day in its life and a count of 2), so it is counted in the
 totals and skipped without tokens' ids or n-gram work; the digests of the days that can still take
 posts (lateness + 1 days) are kept, ~100 bytes a distinct text (20 MB at a 200k-post day).
@@ -96,7 +97,6 @@ reducer adds the shards' per-day birth/death counters; the first is what is wire
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
@@ -104,7 +104,7 @@ import numpy as np
 
 from streams.events import PostEvent
 from streams.state import ngram_kernels
-from streams.state.base import Item, Sample, Snapshot
+from streams.state.base import Item, Sample, Snapshot, post_digest
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 BYTES_PER_NGRAM = 4 + 2 + 2  # the live tables' layout (the batch rule's: 8 + 2 + 2 + 1)
@@ -415,7 +415,7 @@ class NgramTracker:
         self._buffered = 0
         self._flush_at = flush_every
         # texts seen on each day that can still take posts (current - lateness .. current):
-        # 16-byte digest of the tokens -> times seen (1, or 2: a third copy changes nothing)
+        # 16-byte digest of the text (post_digest) -> times seen (1, or 2: a third copy changes nothing)
         self._seen: dict[int, dict[bytes, int]] = {}
         self.current: int | None = None
         self._first_day: int | None = None
@@ -453,11 +453,7 @@ class NgramTracker:
             seen = self._seen.get(d)
             if seen is None:
                 seen = self._seen[d] = {}
-            event = item.event
-            h = hashlib.blake2b(event.title.encode(), digest_size=16)
-            h.update(b"\x00")
-            h.update(event.content.encode())
-            key = h.digest()  # of the post's own text: equal texts, equal tokens
+            key = post_digest(item)  # of the post's text: equal texts, equal tokens
             times = seen.get(key, 0)
             if times >= 2:  # its occurrences: sum of max(0, k - n) over n < max_n, closed
                 k = len(text.ids)

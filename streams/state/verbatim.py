@@ -31,7 +31,6 @@ untouched); ``admit(text)`` is the same rule on a bare text.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import struct
 from collections import OrderedDict
@@ -41,7 +40,7 @@ from typing import ClassVar
 import numpy as np
 
 from streams.events import PostEvent
-from streams.state.base import Item, Sample, Snapshot
+from streams.state.base import Item, Sample, Snapshot, post_digest, text_digest
 
 _SLICES = struct.Struct("<4I")  # the four 32-bit slices of the 128-bit digest, one a row
 
@@ -73,18 +72,17 @@ class VerbatimFilter:
         self.excluded_total = 0
         self.blocked_texts = 0
 
-    def _cells(self, text: str) -> tuple[bytes, list[int]]:
-        """The digest and the flat index of the text's cell in each row (scalar Python ints:
-        four cells are cheaper to touch one by one, through a memoryview of the table, than
-        through NumPy indexing)."""
-        digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    def _cells(self, digest: bytes) -> list[int]:
+        """The flat index of the cell of the text of ``digest`` (:func:`text_digest`) in each
+        row (scalar Python ints: four cells are cheaper to touch one by one, through a
+        memoryview of the table, than through NumPy indexing)."""
         w = self.width
         slices = _SLICES.unpack(digest)  # the first ``depth`` of them are used
-        return digest, [off + x % w for off, x in zip(self._offsets, slices, strict=False)]
+        return [off + x % w for off, x in zip(self._offsets, slices, strict=False)]
 
     def estimate(self, text: str) -> int:
         """Copies of ``text`` admitted so far, as the sketch estimates (never below the truth)."""
-        _, cells = self._cells(text)
+        cells = self._cells(text_digest(text))
         table = memoryview(self._table)
         return min(table[i] for i in cells)
 
@@ -93,17 +91,23 @@ class VerbatimFilter:
         event = item.event
         if type(event) is PostEvent:
             raw = item.raw  # (the text Item.of read: not built again)
-            item.admitted = self.admit(event.text if raw is None else raw)
+            # (its digest kept on the item: the n-gram tracker's key of the text too)
+            item.admitted = self._admit(event.text if raw is None else raw,
+                                        post_digest(item) if self.enabled else b"")
 
     def expire(self, now: float) -> None:
         """Nothing ages out: the sketch is the whole history (fixed size)."""
 
     def admit(self, text: str) -> bool:
         """Count one copy of ``text``; False if the text has already reached the threshold."""
+        return self._admit(text, text_digest(text) if self.enabled else b"")
+
+    def _admit(self, text: str, digest: bytes) -> bool:
+        """:meth:`admit`, given the text's digest (:func:`text_digest`; unread if disabled)."""
         self.seen_total += 1
         if not self.enabled:
             return True
-        digest, cells = self._cells(text)
+        cells = self._cells(digest)
         table = memoryview(self._table)  # Python ints in and out, no NumPy scalars
         vals = [table[i] for i in cells]
         est = min(vals)
