@@ -343,8 +343,8 @@ class CooperationEngine:
             elif later and not th.code:  # scored only while it is the solution
                 th.sol_t, th.sol_id = t, cid
                 scored = True
-        else:
-            text = f"{event.title} {event.content}"
+        else:  # (a post is never scored: its text is read only without the scan's flags)
+            text = f"{event.title} {event.content}" if flags is None else ""
             th.posted, th.title = True, event.title[:120]
             if flags is not None and not flags & textscan.TECHNICAL and \
                     event.title[-3:].lower() == "how" and event.content[:2].lower() == "to":

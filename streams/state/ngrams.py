@@ -415,7 +415,8 @@ class NgramTracker:
         self._buffered = 0
         self._flush_at = flush_every
         # texts seen on each day that can still take posts (current - lateness .. current):
-        # 16-byte digest of the text (post_digest) -> times seen (1, or 2: a third copy changes nothing)
+        # 16-byte digest of the text (post_digest) -> times seen (1, or 2: a third copy
+        # changes nothing)
         self._seen: dict[int, dict[bytes, int]] = {}
         self.current: int | None = None
         self._first_day: int | None = None
@@ -432,7 +433,7 @@ class NgramTracker:
     # -- ingest -----------------------------------------------------------------------------
     def update(self, item: Item) -> None:
         """Add one admitted post (its title and body) at its event time."""
-        if not item.admitted or item.text is None or not isinstance(item.event, PostEvent):
+        if not item.admitted or item.text is None or type(item.event) is not PostEvent:
             return
         d = int(item.t // DAY)  # day_index, inline: a call a post saved
         if not 0 <= d < 1 << 16:
