@@ -324,8 +324,9 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
     are new adoptions: counted (size, last), then put into its block (a block that fills up
     moves to one of the next class, taken before the old one is freed), or, when they make it
     a cascade (``m`` adopters), all its adoptions leave the pool (its block freed after the
-    pass, in id order). The unseen n-grams are inserted into the table after the pass (block:
-    ``NO_BLOCK`` for those that are cascades at once). The n-grams are found first (their
+    pass, in id order) and it leaves the table (which holds no cascade). The table is
+    rewritten after the pass only when n-grams enter it (the unseen ones that are not
+    cascades at once) or leave it (the crossed ones). The n-grams are found first (their
     places, one pass), then taken in turn, each block's first agent read ``AHEAD`` n-grams
     early (the blocks are scattered over the pool: those reads overlap, where a block read
     at its turn waits for memory). Returns the table (the same arrays
@@ -351,6 +352,7 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
     jx = np.empty(n, np.int64)
     ug = np.empty(n, np.uint64)
     upos = np.empty(n, np.int64)
+    dpos = np.empty(n, np.int64)  # the rows of the n-grams that crossed (ascending)
     uc = np.empty(n, np.uint32)
     ut = np.empty(n, np.float64)
     ub = np.empty(n, np.uint32)
@@ -388,7 +390,7 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
     for r in range(min(AHEAD, ng)):
         if held[r]:
             ring[r % RING] = text_agent[pool[blk[rows[r]]]]
-    x, u, j, adopted = 0, 0, 0, 0
+    x, u, j, adopted, nd = 0, 0, 0, 0, 0
     for r in range(ng):
         ahead = r + AHEAD
         if ahead < ng and held[ahead]:
@@ -425,19 +427,22 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
         for v in range(1, f):
             t = max(t, tu[fresh[v]])
         fill = had + f
-        if held[r]:
-            size[lo_k] = np.uint32(fill)
-            last[lo_k] = max(last[lo_k], t)
-        else:
-            ug[u], upos[u], uc[u], ut[u], ub[u] = q, lo_k, np.uint32(f), t, NO_BLOCK
-            u += 1
         if fill >= m:  # a cascade now: its adoptions join the cascades' store
+            if held[r]:
+                dpos[nd] = lo_k
+                nd += 1
             cross_g[x], cross_f[x], cross_h[x], cross_b[x] = q, fresh[0], had, b
             for v in range(f):
                 jt[j], jx[j] = xu[fresh[v]], x
                 j += 1
             x += 1
             continue
+        if held[r]:
+            size[lo_k] = np.uint32(fill)
+            last[lo_k] = max(last[lo_k], t)
+        else:
+            ug[u], upos[u], uc[u], ut[u] = q, lo_k, np.uint32(f), t
+            u += 1
         cl = cls_of[fill]
         if had == 0 or cls_of[had] != cl:
             pool, used, nb = _block(pool, used, heads, caps, cl)
@@ -465,24 +470,36 @@ def merge_pairs(agu: np.ndarray, gu: np.ndarray, best: np.ndarray, by_time: np.n
             moved[o:o + f] = pool[b:b + f]
             o += f
             _free(pool, heads, caps, b, cls_of[f])
-    if u == 0:
+    if u == 0 and nd == 0:
         return (keys, size, last, blk, pool, used, cx[:c], cno[:c], ag[:c], adopted,
                 cross_g[:x], cross_f[:x], cross_h[:x], moved, jt[:j], jx[:j])
-    # the unseen n-grams inserted (in id order, so their insertion points ascend)
-    keys2 = np.empty(nk + u, np.uint64)
-    size2 = np.empty(nk + u, np.uint32)
-    last2 = np.empty(nk + u, np.float64)
-    blk2 = np.empty(nk + u, np.uint32)
-    s = 0
-    for v in range(u + 1):
-        p = upos[v] if v < u else nk
-        keys2[s + v:p + v] = keys[s:p]
-        size2[s + v:p + v] = size[s:p]
-        last2[s + v:p + v] = last[s:p]
-        blk2[s + v:p + v] = blk[s:p]
-        if v < u:
-            keys2[p + v], size2[p + v], last2[p + v], blk2[p + v] = ug[v], uc[v], ut[v], ub[v]
+    # the unseen n-grams inserted, the crossed ones' rows dropped (both in id order: their
+    # places ascend; an n-gram inserted before a dropped row at its place)
+    nk2 = nk + u - nd
+    keys2 = np.empty(nk2, np.uint64)
+    size2 = np.empty(nk2, np.uint32)
+    last2 = np.empty(nk2, np.float64)
+    blk2 = np.empty(nk2, np.uint32)
+    s, o, v, d = 0, 0, 0, 0
+    while True:
+        pi = upos[v] if v < u else nk
+        pd = dpos[d] if d < nd else nk
+        p = min(pi, pd)
+        keys2[o:o + p - s] = keys[s:p]
+        size2[o:o + p - s] = size[s:p]
+        last2[o:o + p - s] = last[s:p]
+        blk2[o:o + p - s] = blk[s:p]
+        o += p - s
         s = p
+        if v < u and pi <= pd:
+            keys2[o], size2[o], last2[o], blk2[o] = ug[v], uc[v], ut[v], ub[v]
+            o += 1
+            v += 1
+        elif d < nd:
+            s += 1
+            d += 1
+        else:
+            break
     return (keys2, size2, last2, blk2, pool, used, cx[:c], cno[:c], ag[:c], adopted,
             cross_g[:x], cross_f[:x], cross_h[:x], moved, jt[:j], jx[:j])
 
@@ -506,25 +523,22 @@ def pool_take(pool: np.ndarray, heads: np.ndarray, caps: np.ndarray, cls_of: np.
     return out
 
 
-@numba.njit([(U32, I64, I64, U32, U32, INT)], cache=True)
+@numba.njit([(U32, I64, I64, U32, U32)], cache=True)
 def pool_compact(pool: np.ndarray, caps: np.ndarray, cls_of: np.ndarray, blk: np.ndarray,
-                 size: np.ndarray, m: int) -> np.ndarray:
+                 size: np.ndarray) -> np.ndarray:
     """The pool without its free blocks (exactly sized): the blocks of the table's n-grams
-    that are not cascades (``size`` under ``m``) one after another in table order, ``blk``
-    updated in place."""
+    (``size`` adoptions each) one after another in table order, ``blk`` updated in place."""
     total = 0
     for e in range(len(size)):
-        if size[e] < m:
-            total += caps[cls_of[size[e]]]
+        total += caps[cls_of[size[e]]]
     out = np.empty(total, np.uint32)
     o = 0
     for e in range(len(size)):
         f = np.int64(size[e])
-        if f < m:
-            b = np.int64(blk[e])
-            out[o:o + f] = pool[b:b + f]
-            blk[e] = np.uint32(o)
-            o += caps[cls_of[f]]
+        b = np.int64(blk[e])
+        out[o:o + f] = pool[b:b + f]
+        blk[e] = np.uint32(o)
+        o += caps[cls_of[f]]
     return out
 
 

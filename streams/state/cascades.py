@@ -35,8 +35,8 @@ segment inserted in place, so the pairs in id order are in segment order without
 evicted), each adoption only its text (the agent is the text's), sorted by agent, searched
 within the segments (a binary search, galloping from the previous pair of the same cascade; a
 pair found in one level is not searched in the next); those not found are counted by the
-cascade's adopter filter (below) and inserted (:func:`new_adoptions`: a cascade's row in the
-table is neither searched nor updated, its count and last adoption those of its crossing).
+cascade's adopter filter (below) and inserted (:func:`new_adoptions`; the n-gram table holds
+no cascade: an n-gram leaves it as it crosses, and a cascade is counted by its filter).
 Most pairs are new adoptions, which every level was searched only to prove absent: each
 cascade has an adopter filter (a blocked Bloom filter: a power of two of
 64-bit words, three bits set in one word by a hash of the agent, 3 to 12 adopters a word:
@@ -51,8 +51,10 @@ count is the block's fill): n-gram by n-gram, each pair's agent is looked for in
 block (found: the earlier first use kept; the blocks' first agents read a few n-grams ahead,
 their memory reads overlapping), the new adoptions counted in the table (adopters, last
 adoption) and put into the block, or, when they bring the n-gram to ``min_adopters``, taken out
-with the block's (freed); the unseen n-grams are inserted into the table (sorted by id) after
-the pass, the table not rewritten when there are none. Putting is O(new) (no pass over the
+with the block's (freed) and its row; the unseen n-grams are inserted into the table (sorted
+by id) after the pass, the table not rewritten when no n-gram enters or leaves it (its
+rows are the n-grams that are not cascades: where nearly every n-gram becomes one, a flush
+rewrites few rows, not one a cascade). Putting is O(new) (no pass over the
 store: a block that fills up moves to one of the next capacity, 1, 2, 4, ... ``min_adopters`` -
 1, the old one freed; free blocks are kept on a free list a capacity and taken first; when they
 are over a quarter of the pool it is compacted, O(pool), so a free entry costs O(1) amortised).
@@ -93,8 +95,8 @@ adopters out), not a Python round a cascade. ``snapshot`` has no
 side effect: what it reports depends on the events and on event time only, so the live
 reducer, which snapshots every second, and a replay agree.
 
-Bounded memory: the n-gram table holds at most ``max_tracked`` n-grams: 24 bytes each (id,
-adopter count, last adoption, block; a cascade's as it crossed) plus a non-cascade's block in
+Bounded memory: the n-gram table and the cascades hold at most ``max_tracked`` n-grams: the
+table's (not cascades) 24 bytes each (id, adopter count, last adoption, block) plus its block in
 the pool: 4 bytes an entry, the block under twice its adoptions (the smallest capacity that
 holds them), free blocks at
 most a quarter of the pool and the pool at most a quarter over its used entries (~7 bytes an
@@ -383,12 +385,11 @@ class _Pool:
     def nbytes(self) -> int:
         return self.pool.nbytes
 
-    def compact(self, blk: np.ndarray, size: np.ndarray, min_adopters: int) -> None:
+    def compact(self, blk: np.ndarray, size: np.ndarray) -> None:
         """The free blocks dropped when they are over a quarter of the pool: O(pool + table),
         once the frees since the last one reach that much."""
         if self.heads[-1] > self.used // 4:
-            self.pool = pool_compact(self.pool, self.caps, self.cls_of, blk, size,
-                                     min_adopters)
+            self.pool = pool_compact(self.pool, self.caps, self.cls_of, blk, size)
             self.used = len(self.pool)
             self.heads[:] = -1
             self.heads[-1] = 0
@@ -828,9 +829,9 @@ class CascadeEngine:
             jc, jt = joined_run(jc, jt, len(joining), self._ta)
             joined = jc, jt, self._big.ptrs[0][jc].astype(np.int64)
         self._big.add((cn, xn, pn), joined, self._ta)
-        if len(self._keys) > self.config.max_tracked:
+        if self._tracked() > self.config.max_tracked:
             self._evict()
-        self._small.compact(self._blk, self._size, cfg.min_adopters)
+        self._small.compact(self._blk, self._size)
         # a merge rewrites the n-gram table (O(n-grams)): buffer a quarter of the
         # cascades' adoptions first, up to 16 flush_every pairs (the buffered words: ~10 bytes
         # a pair); the cascades' own store is levelled, so its merges cost O(new) amortised
@@ -884,13 +885,12 @@ class CascadeEngine:
         adoptions, down to evict_to x max_tracked."""
         cfg = self.config
         target = int(cfg.evict_to * cfg.max_tracked)
-        cand = np.flatnonzero(self._size < cfg.min_adopters)
-        n_drop = min(len(self._keys) - target, len(cand))
-        if n_drop <= 0:
+        n_drop = min(self._tracked() - target, len(self._keys))  # the table's rows: every
+        if n_drop <= 0:  # n-gram that is not a cascade
             return
-        t0 = float(self._last[cand].min())
-        score = self._size[cand].astype(np.float64) * 2.0 ** 34 + (self._last[cand] - t0)
-        drop = cand[np.argpartition(score, n_drop - 1)[:n_drop]]
+        t0 = float(self._last.min())
+        score = self._size.astype(np.float64) * 2.0 ** 34 + (self._last - t0)
+        drop = np.argpartition(score, n_drop - 1)[:n_drop]
         gone = np.zeros(len(self._keys), bool)
         gone[drop] = True
         self.evicted_total += n_drop
@@ -941,7 +941,11 @@ class CascadeEngine:
 
     def tracked(self) -> int:
         self._flush()
-        return len(self._keys)
+        return self._tracked()
+
+    def _tracked(self) -> int:
+        """N-grams tracked: the table's (not cascades) and the cascades."""
+        return len(self._keys) + len(self._cids)
 
     def nbytes(self) -> int:
         return int(self._keys.nbytes + self._size.nbytes + self._last.nbytes
@@ -1116,7 +1120,7 @@ class CascadeEngine:
             Sample("cascade_adoptions_total", float(self.adoptions_total), kind="counter"),
             Sample("cascade_anonymous_texts_total", float(self.anonymous_total),
                    kind="counter", help="Posts and comments without an author: no adoption"),
-            Sample("cascade_ngrams_tracked", float(len(self._keys))),
+            Sample("cascade_ngrams_tracked", float(self._tracked())),
             Sample("cascade_ngrams_evicted_total", float(self.evicted_total), kind="counter"),
             Sample("cascade_evicted_adopters_max", float(self.evicted_adopters_max)),
             Sample("cascade_state_bytes", float(self.nbytes()),

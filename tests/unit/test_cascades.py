@@ -294,11 +294,13 @@ def test_state_bytes_are_the_layout(engine) -> None:
     ids, sizes = engine._cascades()
     small = engine.adoptions_total - int(sizes.sum())
     pool = engine._small
-    fills = engine._size[engine._size < engine.config.min_adopters]
+    fills = engine._size  # the table holds the n-grams that are not cascades
     held = int(pool.caps[pool.cls_of[fills]].sum())
     assert int(fills.sum()) == small <= held < 2 * small
     assert held + pool.heads[-1] == pool.used <= len(pool.pool)
-    assert engine.nbytes() == (cascades.BYTES_PER_NGRAM * engine.tracked()
+    assert engine.tracked() == len(engine._keys) + len(ids)
+    assert (fills < engine.config.min_adopters).all()
+    assert engine.nbytes() == (cascades.BYTES_PER_NGRAM * len(engine._keys)
                                + cascades.BYTES_PER_POOLED * len(pool.pool)
                                + cascades.BYTES_PER_CASCADE_ADOPTION * int(sizes.sum())
                                + cascades.BYTES_PER_CASCADE * len(ids) + 4
@@ -523,15 +525,13 @@ def test_merge_pairs_matches_a_dict_of_lists() -> None:
     text_agent = np.zeros(20_000, np.uint32)
     text_time = np.zeros(20_000)
     want: dict[int, list[int]] = {}  # non-cascades: their texts
-    sizes: dict[int, int] = {}  # every n-gram held
+    sizes: dict[int, int] = {}  # every n-gram of the table (not the cascades)
     lasts: dict[int, float] = {}
-    cids = np.arange(200, 204, dtype=np.uint64)  # cascades (held, no block)
-    for c in cids.tolist():
-        sizes[c], lasts[c] = m, 0.0
-    keys = cids.copy()
-    size = np.full(4, m, np.uint32)
-    last = np.zeros(4)
-    blk = np.full(4, kernels.NO_BLOCK, np.uint32)
+    cids = np.arange(200, 204, dtype=np.uint64)  # cascades (not in the table)
+    keys = np.empty(0, np.uint64)
+    size = np.empty(0, np.uint32)
+    last = np.empty(0)
+    blk = np.empty(0, np.uint32)
     base = crossings = seen = 0
     for rnd in range(40):
         # distinct (id, agent) pairs, by id then agent; agents drawn from few so that some
@@ -582,7 +582,7 @@ def test_merge_pairs_matches_a_dict_of_lists() -> None:
                 want_had.append(len(texts))
                 want_moved.append(sorted(texts))
                 want_join += [(base + i, len(want_cross) - 1) for i in fresh]
-                del want[g]
+                del want[g], sizes[g], lasts[g]  # out of the table
             else:
                 texts += [base + i for i in fresh]
         for g in [g for g, t in want.items() if not t]:
@@ -603,12 +603,12 @@ def test_merge_pairs_matches_a_dict_of_lists() -> None:
         for e, g in enumerate(keys.tolist()):
             if g in want:
                 assert sorted(pool.of(int(blk[e]), int(size[e])).tolist()) == sorted(want[g])
-        out = size < m
+        assert (size < m).all()
         free = pool.heads[-1]
-        assert free == pool.used - int(pool.caps[pool.cls_of[size[out]]].sum())
+        assert free == pool.used - int(pool.caps[pool.cls_of[size]].sum())
         base += n
         # takes: some n-grams leave with their adoptions (block order)
-        gone = (rng.random(len(keys)) < 0.1) & out
+        gone = rng.random(len(keys)) < 0.1
         held = [t for g in keys[gone].tolist()
                 for t in pool_order(want, g, pool, keys, blk, size)]
         assert pool.take(blk[gone], size[gone].astype(np.int64)).tolist() == held
@@ -617,9 +617,8 @@ def test_merge_pairs_matches_a_dict_of_lists() -> None:
         keys, blk, size, last = keys[~gone], blk[~gone], size[~gone], last[~gone]
         if rnd % 10 == 9:
             pool.heads[-1] = pool.used  # force a compaction
-            pool.compact(blk, size, m)
-            out = size < m
-            assert pool.used == len(pool.pool) == int(pool.caps[pool.cls_of[size[out]]].sum())
+            pool.compact(blk, size)
+            assert pool.used == len(pool.pool) == int(pool.caps[pool.cls_of[size]].sum())
             for e, g in enumerate(keys.tolist()):
                 if g in want:
                     assert sorted(pool.of(int(blk[e]), int(size[e])).tolist()) == sorted(want[g])
