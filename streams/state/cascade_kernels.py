@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import types
 
 from streams.kernels import B1, F64, FLOAT, I32, I64, INT, U32, U64, UINT, prefetch
 
@@ -192,6 +193,57 @@ def merge_in_place(buf: np.ndarray, n: int, ev: np.ndarray, indptr: np.ndarray,
             o -= 1
             j -= 1
             buf[o] = buf[j]
+
+
+@numba.njit(cache=True, inline="always")
+def _head(ev: np.ndarray, i: np.int64, i0: np.int64, text_agent: np.ndarray) -> np.int64:
+    """The agent of ``ev[i - 1]``, -1 when ``i == i0`` (a segment read from the back, done)."""
+    return np.int64(text_agent[ev[i - 1]]) if i > i0 else np.int64(-1)
+
+
+@numba.njit([(U32, INT, U32, U32, U32, U32, U32, U32)], cache=True)
+def merge3_in_place(buf: np.ndarray, n: int, ev: np.ndarray, indptr: np.ndarray,
+                    ev2: np.ndarray, indptr2: np.ndarray, indptr3: np.ndarray,
+                    text_agent: np.ndarray) -> None:
+    """:func:`merge_in_place` of two levels at once (``ev`` and ``ev2``, segments ``indptr``
+    and ``indptr2``) into the level held by the first ``n`` entries of ``buf`` (segments
+    ``indptr3``): the level that :func:`merge_in_place` of ``ev`` into ``ev2``, then of the
+    result into ``buf``, leaves, without writing the first merge out (no agent in two
+    levels: each segment's order is the only one). From the back, as it; each step takes
+    the largest of the three heads (-1: a segment's run done)."""
+    o = n + len(ev) + len(ev2)
+    for c in range(len(indptr) - 2, -1, -1):
+        i, i0 = np.int64(indptr[c + 1]), np.int64(indptr[c])
+        j, j0 = np.int64(indptr2[c + 1]), np.int64(indptr2[c])
+        if i == 0 and j == 0:  # nothing of ev nor ev2 left: the segments before are in place
+            break
+        k, k0 = np.int64(indptr3[c + 1]), np.int64(indptr3[c])
+        ax, ay, az = (_head(ev, i, i0, text_agent), _head(ev2, j, j0, text_agent),
+                      _head(buf, k, k0, text_agent))
+        while i > i0 or j > j0:
+            o -= 1
+            if ax > ay and ax > az:
+                buf[o] = ev[i - 1]
+                i -= 1
+                if i > MERGE_AHEAD:
+                    prefetch(text_agent, ev[i - 1 - MERGE_AHEAD])
+                ax = _head(ev, i, i0, text_agent)
+            elif ay > az:
+                buf[o] = ev2[j - 1]
+                j -= 1
+                if j > MERGE_AHEAD:
+                    prefetch(text_agent, ev2[j - 1 - MERGE_AHEAD])
+                ay = _head(ev2, j, j0, text_agent)
+            else:
+                buf[o] = buf[k - 1]
+                k -= 1
+                if k > MERGE_AHEAD:  # below k: not written yet (o >= k)
+                    prefetch(text_agent, buf[k - 1 - MERGE_AHEAD])
+                az = _head(buf, k, k0, text_agent)
+        while k > k0:  # the rest of the segment moved up (by the adoptions before it)
+            o -= 1
+            k -= 1
+            buf[o] = buf[k]
 
 
 @numba.njit([(U32, U32, I32, U32, U32, B1, I64, U32, F64)], cache=True)
@@ -758,6 +810,41 @@ def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: n
             ag[m], gu[m], src[m], best[m] = np.uint32(k & low), gg, bj[o], r
     m += 1
     return ag[:m], gu[:m], src[:m], best[:m], True
+
+
+@numba.njit([(U32, U64, U32, U32)], cache=True)
+def ids_in_order(agu: np.ndarray, gu: np.ndarray, src: np.ndarray, best: np.ndarray) -> None:
+    """Pairs sorted by key (the id's top bits, then agent) put in id order, then agent, in
+    place: each run of pairs whose ids share their top bits (the others are in id order
+    already) sorted stably by id where it is not (a few runs a merge: ``np.argsort(gu,
+    kind="stable")`` of the whole, without its passes over every pair)."""
+    n = len(gu)
+    top = ~np.uint64((1 << AGENT_BITS) - 1)
+    s = 0
+    while s < n:
+        e = s + 1
+        ordered = True
+        while e < n and gu[e] & top == gu[s] & top:
+            ordered = ordered and gu[e - 1] <= gu[e]
+            e += 1
+        if not ordered:
+            o = s + np.argsort(gu[s:e], kind="mergesort")
+            agu[s:e], gu[s:e], src[s:e], best[s:e] = agu[o], gu[o], src[o], best[o]
+        s = e
+
+
+@numba.njit([(types.Array(types.uint8, 1, "C", readonly=True), I64, I64)], cache=True)
+def word_bytes(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The bytes ``buf[start[i]:start[i] + length[i]]`` one after another, each newline (the
+    words' separator in ``buf``) a space."""
+    out = np.empty(length.sum(), np.uint8)
+    o = 0
+    for i in range(len(start)):
+        for q in range(start[i], start[i] + length[i]):
+            c = buf[q]
+            out[o] = 32 if c == 10 else c
+            o += 1
+    return out
 
 
 @numba.njit([(I64, U64, U64, I64, I64, INT)], cache=True)

@@ -159,8 +159,10 @@ from streams.state.cascade_kernels import (
     filter_pending,
     filter_set,
     gather_segments,
+    ids_in_order,
     insert_runs,
     joined_run,
+    merge3_in_place,
     merge_in_place,
     merge_pairs,
     merge_segments,
@@ -172,6 +174,7 @@ from streams.state.cascade_kernels import (
     segment_find_some,
     segments_grow,
     sorted_pairs,
+    word_bytes,
 )
 from streams.state.graph import InteractionGraph
 from streams.text import K, Text, token_ids
@@ -554,10 +557,14 @@ class _Cascades:
             self.evs[0] = self.bufs[0] = insert_runs(self.evs[0], self.ptrs[0], *run, *run2,
                                                      text_agent)
             self._filters_add(run2[0], run2[1], text_agent)
-        for level in range(len(self.evs)):
+        level, top = 0, len(self.evs)  # a level appended here is not merged on
+        while level < top:
             if len(self.evs[level]) <= MERGE_MIN * GROWTH ** (level + 1):
                 break
             ev, ptr, buf = self.evs[level], self.ptrs[level], self.bufs[level]
+            if self._merge_two(level, text_agent):
+                level += 2  # the next two levels are merged into the one after them
+                continue
             if level + 1 == len(self.evs):
                 self.evs.append(ev)
                 self.bufs.append(buf)
@@ -576,6 +583,31 @@ class _Cascades:
                 self.ptrs[level + 1] = ptr + self.ptrs[level + 1]
             self.evs[level] = self.bufs[level] = np.empty(0, np.uint32)
             self.ptrs[level] = np.zeros(len(ptr) if level == 0 else 0, np.uint32)
+            level += 1
+
+    def _merge_two(self, level: int, text_agent: np.ndarray) -> bool:
+        """Where level ``level`` (over its bound) merged into the next one would put that one
+        over its bound too, merged into a third level with room for both: both merged into
+        that level's buffer in one pass (:func:`merge3_in_place`), the same level as the two
+        merges in turn give, without the first one's writes (a flush's adoptions, ~2 M late
+        in a 300k real-text stream, merged with the level they land in, just to be merged
+        on). Both levels emptied; False (nothing done) otherwise."""
+        if level + 2 >= len(self.evs):
+            return False
+        ev, ev2, ev3 = self.evs[level], self.evs[level + 1], self.evs[level + 2]
+        size = len(ev) + len(ev2) + len(ev3)
+        if (not len(ev2) or len(ev) + len(ev2) <= MERGE_MIN * GROWTH ** (level + 2)
+                or not len(ev3) or len(self.bufs[level + 2]) < size):
+            return False
+        ptr, ptr2 = self.ptrs[level], self.ptrs[level + 1]
+        merge3_in_place(self.bufs[level + 2], len(ev3), ev, ptr, ev2, ptr2,
+                        self.ptrs[level + 2], text_agent)
+        self.evs[level + 2] = self.bufs[level + 2][:size]
+        self.ptrs[level + 2] = ptr + ptr2 + self.ptrs[level + 2]
+        for i in (level, level + 1):
+            self.evs[i] = self.bufs[i] = np.empty(0, np.uint32)
+            self.ptrs[i] = np.zeros(len(ptr) if i == 0 else 0, np.uint32)
+        return True
 
     def of(self, number: int) -> np.ndarray:
         """Texts of first use of one cascade's adoptions (each level's in agent order)."""
@@ -787,11 +819,8 @@ class CascadeEngine:
             key = pair_keys(g, text_of, agents, np.uint64(PREFIX_MASK), ab)
             order = np.lexsort((g, key))
             agu, gu, src, best = distinct_pairs(order, key[order], g, text_of, rank, ab)
-        if len(gu) > 1 and (gu[1:] < gu[:-1]).any():  # ids sharing a prefix: by id, agent
-            # (a stable sort by id keeps the order by agent of each id's pairs; timsort: a
-            # few runs out of order cost O(pairs))
-            o = np.argsort(gu, kind="stable")
-            agu, gu, src, best = agu[o], gu[o], src[o], best[o]
+        # ids sharing a prefix: by id, then agent (a stable sort by id of each run of them)
+        ids_in_order(agu, gu, src, best)
         # one pass an n-gram: the pairs of the cascades out, by (cascade number, agent) as
         # the cascades are numbered in id order; the others seen (found in their n-gram's
         # block: the earlier first use kept) or new: counted, put into their blocks or, when
@@ -868,10 +897,8 @@ class CascadeEngine:
                 + where[flat] - offsets[ti])  # its first word among the joined ones
         b0 = np.r_[0, seps + 1][word]
         length = np.r_[seps, len(buf)][word + ns - 1] - b0
+        self._words += word_bytes(buf, b0, length).tobytes()
         ends = np.cumsum(length)
-        piece = buf[np.repeat(b0 - ends + length, length) + np.arange(ends[-1])]
-        piece[piece == ord("\n")] = ord(" ")
-        self._words += piece.tobytes()
         ends += len(self._words) - ends[-1]
         self._word_ends.extend(ends.tolist())
 

@@ -141,8 +141,11 @@ def test_levelled_store_merges_exactly(reference, monkeypatch, merge_min: int, g
     in_place = []  # merges into a level's buffer with room (left by an earlier merge)
     merge = cascades.merge_in_place
     monkeypatch.setattr(cascades, "merge_in_place", lambda *a: in_place.append(merge(*a)))
+    two = []  # two levels merged at once into a third (its own test below)
+    merge3 = cascades.merge3_in_place
+    monkeypatch.setattr(cascades, "merge3_in_place", lambda *a: two.append(merge3(*a)))
     eng = run(CascadeConfig(min_adopters=3, flush_every=300))
-    assert in_place
+    assert in_place + two
     big = eng._big
     assert len(big.evs) >= levels and len(big.evs[-1]) > 0
     assert (sum(len(ev) > 0 for ev in big.evs) > 1) == (merge_min > 0)
@@ -698,3 +701,28 @@ def test_earliest_k_is_the_lexsorts_head() -> None:
         agents = rng.permutation(1_000)[:n].astype(np.int64)
         assert (kernels.earliest_k(agents, times, k).tolist()
                 == np.lexsort((agents, times))[:k].tolist())
+
+
+def test_merge3_in_place_is_two_merges_in_turn() -> None:
+    """Two levels merged at once into a third level's buffer: the level that merging the
+    first into the second, then the result into the third, gives (segments left empty in any
+    of them, the first ones of both merged levels included)."""
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        nseg, nt = int(rng.integers(1, 12)), 300
+        text_agent = rng.permutation(2 * nt)[:nt].astype(np.uint32)
+        levels = []
+        for part in np.array_split(rng.permutation(nt), 3):
+            keep = part[rng.random(len(part)) < rng.random()]
+            at = np.sort(rng.integers(0, nseg, len(keep)))
+            segs = [keep[at == c] for c in range(nseg)]
+            segs = [s[np.argsort(text_agent[s])] for s in segs]
+            levels.append((np.concatenate(segs).astype(np.uint32),
+                           np.r_[0, np.cumsum([len(s) for s in segs])].astype(np.uint32)))
+        (a, pa), (b, pb), (c, pc) = levels
+        ab = kernels.merge_segments(a, pa, b, pb, text_agent, 0)
+        want = kernels.merge_segments(ab, pa + pb, c, pc, text_agent, 0)
+        buf = np.full(len(want) + 3, 7, np.uint32)
+        buf[:len(c)] = c
+        kernels.merge3_in_place(buf, len(c), a, pa, b, pb, pc, text_agent)
+        assert np.array_equal(buf[:len(want)], want) and (buf[len(want):] == 7).all()
