@@ -581,9 +581,13 @@ class _Cascades:
                                           text_agent, 2 * size if size >= ROOM_MIN else size)
                 self.bufs[level + 1], self.evs[level + 1] = into, into[:size]
                 self.ptrs[level + 1] = ptr + self.ptrs[level + 1]
-            self.evs[level] = self.bufs[level] = np.empty(0, np.uint32)
-            self.ptrs[level] = np.zeros(len(ptr) if level == 0 else 0, np.uint32)
+            self._empty(level)
             level += 1
+
+    def _empty(self, level: int) -> None:
+        """Level ``level`` emptied (level 0 keeps its segments' offsets, all zero)."""
+        self.evs[level] = self.bufs[level] = np.empty(0, np.uint32)
+        self.ptrs[level] = np.zeros(len(self.ptrs[0]) if level == 0 else 0, np.uint32)
 
     def _merge_two(self, level: int, text_agent: np.ndarray) -> bool:
         """Where level ``level`` (over its bound) merged into the next one would put that one
@@ -604,9 +608,8 @@ class _Cascades:
                         self.ptrs[level + 2], text_agent)
         self.evs[level + 2] = self.bufs[level + 2][:size]
         self.ptrs[level + 2] = ptr + ptr2 + self.ptrs[level + 2]
-        for i in (level, level + 1):
-            self.evs[i] = self.bufs[i] = np.empty(0, np.uint32)
-            self.ptrs[i] = np.zeros(len(ptr) if i == 0 else 0, np.uint32)
+        self._empty(level)
+        self._empty(level + 1)
         return True
 
     def of(self, number: int) -> np.ndarray:
