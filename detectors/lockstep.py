@@ -69,7 +69,7 @@ from typing import Any, ClassVar
 from detectors.alert import Finding, Severity
 from detectors.evidence import Sighting, build_evidence
 from streams.events import CommentEvent
-from streams.state.base import Item, Record, Sample, Snapshot
+from streams.state.base import Item, Sample, Snapshot
 
 Pair = tuple[str, str]  # (leader, follower)
 
@@ -99,14 +99,10 @@ class LockstepConfig:
     text_chars: int = 120
 
 
-@dataclass(slots=True, eq=False)  # identity: ``remove`` finds this very act
-class _Act(Record):
-    t: float
-    key: str  # comment id: ties in time are ordered by it
-    agent: str
-    target: str
-    text: str  # its start, for the evidence
-    pairs: tuple[Pair, ...]  # the co-actions this act made when it arrived
+# An act, one per comment: a tuple (made and read several times faster than a slotted
+# object): (t, comment id (ties in time are ordered by it), agent, target, its text's start
+# (for the evidence), the co-actions it made when it arrived). Removed by identity.
+_Act = tuple[float, str, str, str, str, tuple[Pair, ...]]
 
 
 def _drop(table: dict[str, dict[str, int]], agent: str, target: str, k: int = 1) -> None:
@@ -149,7 +145,9 @@ class LockstepDetector:
     def update(self, item: Item) -> None:
         event = item.event
         me = item.author
-        if me is None or not isinstance(event, CommentEvent):
+        # (the exact type first: pydantic's own instance check is slow)
+        if me is None or (type(event) is not CommentEvent
+                          and not isinstance(event, CommentEvent)):
             return
         cfg, t, target = self.cfg, item.t, event.post_id
         key = event.comment_id
@@ -157,26 +155,27 @@ class LockstepDetector:
         if held is None:
             held = self._by_target[target] = []
             pairs: tuple[Pair, ...] = ()  # most acts make no co-action: the empty tuple
-        elif held[-1].t >= t - 2 * cfg.coact_s:  # (else no held act is recent enough)
+        elif held[-1][0] >= t - 2 * cfg.coact_s:  # (else no held act is recent enough)
             made: dict[Pair, None] = {}  # one co-action per other agent and direction
             agents: set[str] = set()
             since, coact, most = t - 2 * cfg.coact_s, cfg.coact_s, cfg.max_coactors
             for other in reversed(held):  # the latest first
-                if len(agents) >= most or other.t < since:
+                at = other[0]
+                if len(agents) >= most or at < since:
                     break  # a thread's acts arrive in event-time order, give or take coact_s
-                if other.agent == me or abs(other.t - t) > coact:
+                who = other[2]
+                if who == me or abs(at - t) > coact:
                     continue
-                pair = ((other.agent, me) if other.t < t or (other.t == t and other.key < key)
-                        else (me, other.agent))
+                pair = (who, me) if at < t or (at == t and other[1] < key) else (me, who)
                 if pair not in made:
                     made[pair] = None
-                    agents.add(other.agent)
+                    agents.add(who)
             pairs = tuple(made)
             if pairs:
                 self._add_pairs(pairs, me, target)
         else:
             pairs = ()
-        act = _Act(t, key, me, target, event.content[:cfg.text_chars], pairs)  # its start
+        act = (t, key, me, target, event.content[:cfg.text_chars], pairs)  # its start
         held.append(act)
         self._acts.append(act)
         counts = self._targets.get(me)
@@ -234,17 +233,17 @@ class LockstepDetector:
         """Acts leave the window in arrival order, each undoing what it made: O(1) each."""
         cutoff = now - self.cfg.window_s
         acts = self._acts
-        if not acts or acts[0].t >= cutoff:
+        if not acts or acts[0][0] >= cutoff:
             return
         by_target, targets = self._by_target, self._targets
         pairs, candidates, bar = self._pairs, self._candidates, self.cfg.min_targets
         led, followed = self._led, self._followed
-        while acts and acts[0].t < cutoff:
+        while acts and acts[0][0] < cutoff:
             act = acts.popleft()
-            target, me = act.target, act.agent
-            if act.pairs:
+            _, _, me, target, _, made = act
+            if made:
                 leads = 0
-                for pair in act.pairs:  # (as _add_pairs counted them)
+                for pair in made:  # (as _add_pairs counted them)
                     held_targets = pairs[pair]
                     if type(held_targets) is tuple:
                         del pairs[pair]
@@ -268,16 +267,23 @@ class LockstepDetector:
                         _drop(led, lead, target)
                 if leads:
                     _drop(led, me, target, leads)
-                if leads < len(act.pairs):
-                    _drop(followed, me, target, len(act.pairs) - leads)
+                if leads < len(made):
+                    _drop(followed, me, target, len(made) - leads)
             held = by_target[target]
             if held[0] is act:  # the oldest (acts arrive in event-time order), else near it
                 del held[0]
             else:
-                held.remove(act)
+                del held[next(i for i, a in enumerate(held) if a is act)]
             if not held:
                 del by_target[target]
-            _drop(targets, me, target)
+            counts = targets[me]  # (_drop written out: this runs per act)
+            n = counts[target] - 1
+            if n:
+                counts[target] = n
+            elif len(counts) > 1:
+                del counts[target]
+            else:
+                del targets[me]
 
     # ------------------------------------------------------------------ judging
 
@@ -328,15 +334,15 @@ class LockstepDetector:
         order = sorted(members, key=lambda a: (-rank[a], a))
         shared = sorted({x for p in pairs for x in self._pairs[p]})
         # the group's acts on its shared targets, in time order
-        held = {x: sorted((a for a in self._by_target.get(x, ()) if a.agent in inside),
-                          key=lambda a: (a.t, a.key)) for x in shared}
-        acts = {x: [(a.t, a.agent) for a in held[x]] for x in shared}
+        held = {x: sorted((a for a in self._by_target.get(x, ()) if a[2] in inside),
+                          key=lambda a: (a[0], a[1])) for x in shared}
+        acts = {x: [(a[0], a[2]) for a in held[x]] for x in shared}
         state = (tuple(order), tuple(pairs), tuple(len(acts[x]) for x in shared), tuple(shared))
         cached = self._cache.get(order[0])
         if cached is not None and cached[0] == state:
             return cached[1]  # nothing changed since the last judgement: the same evidence
         latest = sorted(shared, key=lambda x: max((t for t, _ in acts[x]), default=0.0))
-        sightings = sorted((Sighting(a.t, a.agent, a.key, a.text) for x in shared for a in held[x]),
+        sightings = sorted((Sighting(a[0], a[2], a[1], a[4]) for x in shared for a in held[x]),
                            key=lambda s: (s.t, s.item_id))
         lags: dict[Pair, list[float]] = {}
         for x in shared:
