@@ -145,9 +145,7 @@ class LockstepDetector:
     def update(self, item: Item) -> None:
         event = item.event
         me = item.author
-        # (the exact type first: pydantic's own instance check is slow)
-        if me is None or (type(event) is not CommentEvent
-                          and not isinstance(event, CommentEvent)):
+        if me is None or not isinstance(event, CommentEvent):
             return
         cfg, t, target = self.cfg, item.t, event.post_id
         key = event.comment_id

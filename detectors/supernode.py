@@ -79,6 +79,7 @@ import numpy as np
 
 from detectors.alert import Finding, Severity
 from detectors.evidence import DEFAULT, EvidenceConfig, timeline
+from detectors.supernode_kernels import window_graph
 from streams.events import CommentEvent
 from streams.state.base import ArrayBuffer, Item, Sample, Snapshot
 from streams.state.pagerank import largest_gap_cut, pagerank_arrays
@@ -436,24 +437,16 @@ class SupernodeDetector:
     def _sample(self, now: float) -> None:
         if self._last_sample is not None and now - self._last_sample < self.cfg.sample_interval_s:
             return
-        w = np.frombuffer(self._w, np.int32)
-        live = w > 0
-        if not live.any():
-            return
-        src = np.frombuffer(self._src, np.int32)[live]
-        dst = np.frombuffer(self._dst, np.int32)[live]
-        w = w[live].astype(np.float64)
         # pagerank_exact's iteration on the window's edge arrays, over the agents with live
         # edges (those with a live pair: degree > 0), numbered in index order, warm-started
         # from the last snapshot (the window moved by one sample interval: a few iterations to
         # the same fixed point)
-        nodes = np.flatnonzero(np.frombuffer(self._degree, np.int32))
-        number = np.zeros(len(self._names), np.int64)
-        number[nodes] = np.arange(len(nodes))
-        prev = np.zeros(len(self._names))
-        prev[: len(self._p)] = self._p[: len(prev)]
-        p = pagerank_arrays(number[src], number[dst], w, len(nodes), alpha=0.85,
-                            start=prev[nodes])
+        src, dst, w, nodes, start = window_graph(
+            np.frombuffer(self._src, np.int32), np.frombuffer(self._dst, np.int32),
+            np.frombuffer(self._w, np.int32), np.frombuffer(self._degree, np.int32), self._p)
+        if not len(w):
+            return
+        p = pagerank_arrays(src, dst, w, len(nodes), alpha=0.85, start=start)
         self._p = np.zeros(len(self._names))
         self._p[nodes] = p
         self._observe_pagerank(now, nodes, p)

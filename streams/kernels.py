@@ -59,7 +59,7 @@ def prefetch(typingctx: object, arr: types.Array, i: types.Integer) -> tuple[obj
 KERNEL_MODULES = ("streams.textscan", "streams.state.cascade_kernels",
                   "streams.state.pagerank_kernels", "detectors.burst_kernels",
                   "detectors.surge_kernels", "streams.state.ngram_kernels",
-                  "streams.state.cooperation_kernels")
+                  "streams.state.cooperation_kernels", "detectors.supernode_kernels")
 
 
 def warm() -> int:
