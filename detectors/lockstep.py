@@ -99,10 +99,12 @@ class LockstepConfig:
     text_chars: int = 120
 
 
-# An act, one per comment: a tuple (made and read several times faster than a slotted
-# object): (t, comment id (ties in time are ordered by it), agent, target, its text's start
-# (for the evidence), the co-actions it made when it arrived). Removed by identity.
-_Act = tuple[float, str, str, str, str, tuple[Pair, ...]]
+# An act, one per comment: a tuple (made and read faster than a slotted object): (t, comment
+# id (ties in time are ordered by it), agent, target, its text's start (for the evidence), the
+# co-actions it made when it arrived, its target's list of acts and its agent's target counts
+# (the entries it undoes when it leaves: no look-up by name then; a list or count that emptied
+# went with the last act that held it, so an act's are the current ones)). Removed by identity.
+_Act = tuple[float, str, str, str, str, tuple[Pair, ...], list[Any], dict[str, int]]
 
 
 def _drop(table: dict[str, dict[str, int]], agent: str, target: str, k: int = 1) -> None:
@@ -173,14 +175,14 @@ class LockstepDetector:
                 self._add_pairs(pairs, me, target)
         else:
             pairs = ()
-        act = (t, key, me, target, event.content[:cfg.text_chars], pairs)  # its start
-        held.append(act)
-        self._acts.append(act)
         counts = self._targets.get(me)
         if counts is None:
-            self._targets[me] = {target: 1}
+            counts = self._targets[me] = {target: 1}
         else:
             counts[target] = counts.get(target, 0) + 1
+        act = (t, key, me, target, event.content[:cfg.text_chars], pairs, held, counts)
+        held.append(act)
+        self._acts.append(act)
 
     def _add_pairs(self, made: tuple[Pair, ...], me: str, target: str) -> None:
         """The co-actions of one act of ``me`` on ``target``: each of its pairs counts the
@@ -234,11 +236,11 @@ class LockstepDetector:
         if not acts or acts[0][0] >= cutoff:
             return
         by_target, targets = self._by_target, self._targets
-        pairs, candidates, bar = self._pairs, self._candidates, self.cfg.min_targets
+        pairs, candidates, below = self._pairs, self._candidates, self.cfg.min_targets - 1
         led, followed = self._led, self._followed
         while acts and acts[0][0] < cutoff:
             act = acts.popleft()
-            _, _, me, target, _, made = act
+            _, _, me, target, _, made, held, mine = act
             if made:
                 leads = 0
                 for pair in made:  # (as _add_pairs counted them)
@@ -255,31 +257,38 @@ class LockstepDetector:
                             if not held_targets:
                                 del pairs[pair]
                         n = len(held_targets)
-                    if n < bar:
+                    if n == below:  # (it falls by one at most: only now can it leave them)
                         candidates.discard(pair)
+                    # the other agent's lead (follow) count: _drop written out
                     lead, follow = pair
                     if lead == me:
                         leads += 1
-                        _drop(followed, follow, target)
+                        table, other = followed, follow
                     else:
-                        _drop(led, lead, target)
+                        table, other = led, lead
+                    counts = table[other]
+                    k = counts[target] - 1
+                    if k:
+                        counts[target] = k
+                    elif len(counts) > 1:
+                        del counts[target]
+                    else:
+                        del table[other]
                 if leads:
                     _drop(led, me, target, leads)
                 if leads < len(made):
                     _drop(followed, me, target, len(made) - leads)
-            held = by_target[target]
             if held[0] is act:  # the oldest (acts arrive in event-time order), else near it
                 del held[0]
             else:
                 del held[next(i for i, a in enumerate(held) if a is act)]
             if not held:
                 del by_target[target]
-            counts = targets[me]  # (_drop written out: this runs per act)
-            n = counts[target] - 1
+            n = mine[target] - 1  # (_drop written out: this runs per act)
             if n:
-                counts[target] = n
-            elif len(counts) > 1:
-                del counts[target]
+                mine[target] = n
+            elif len(mine) > 1:
+                del mine[target]
             else:
                 del targets[me]
 
