@@ -192,10 +192,10 @@ class LockstepDetector:
         pairs, candidates, bar = self._pairs, self._candidates, self.cfg.min_targets
         led, followed = self._led, self._followed
         leads = 0
+        new = (target,)  # a new pair's targets (one tuple for all of them: one look-up a pair)
         for pair in made:
-            targets = pairs.get(pair)
-            if targets is None:
-                pairs[pair] = (target,)
+            targets = pairs.setdefault(pair, new)
+            if targets is new:
                 n = 1
             elif type(targets) is tuple:
                 one = targets[0]
@@ -244,9 +244,8 @@ class LockstepDetector:
             if made:
                 leads = 0
                 for pair in made:  # (as _add_pairs counted them)
-                    held_targets = pairs[pair]
+                    held_targets = pairs.pop(pair)  # (put back if it keeps a target)
                     if type(held_targets) is tuple:
-                        del pairs[pair]
                         n = 0
                     else:
                         n = held_targets[target] - 1
@@ -254,9 +253,9 @@ class LockstepDetector:
                             held_targets[target] = n
                         else:
                             del held_targets[target]
-                            if not held_targets:
-                                del pairs[pair]
                         n = len(held_targets)
+                        if n:
+                            pairs[pair] = held_targets
                     if n == below:  # (it falls by one at most: only now can it leave them)
                         candidates.discard(pair)
                     # the other agent's lead (follow) count: _drop written out
