@@ -379,7 +379,15 @@ class SurgeDetector:
         self._expired_at = None
         if author is None:
             self._anonymous += 1
-        entities, reported = self._entities, self._reported
+        entities = self._entities
+        if template is not None and len(names) == 1:  # (most texts: a template alone)
+            e = entities.get(template)
+            if type(e) is float:  # past novelty: its latest sighting alone (as the loop has it)
+                entities.move_to_end(template)
+                if t > e:
+                    entities[template] = t
+                return
+        reported = self._reported
         judged, novel_s = self._judged, cfg.novel_s
         post: _Post | None = None
         live: list[str] = []
