@@ -53,17 +53,17 @@ def _run_key(c: np.ndarray, x: np.ndarray, text_agent: np.ndarray, i: int) -> np
     return (np.uint64(c[i]) << np.uint64(32)) | np.uint64(text_agent[x[i]])
 
 
-@numba.njit([(U32, U32, I64, U32, I64, I64, U32, I64, U32)], cache=True)
+@numba.njit([(U32, U32, I64, U32, I64, I64, U32, I64, U32, U32)], cache=True)
 def insert_runs(column: np.ndarray, indptr: np.ndarray, ca: np.ndarray, xa: np.ndarray,
                 pa: np.ndarray, cb: np.ndarray, xb: np.ndarray, pb: np.ndarray,
-                text_agent: np.ndarray) -> np.ndarray:
+                text_agent: np.ndarray, out: np.ndarray) -> None:
     """Two runs of adoptions (cascade numbers ``c``, texts ``x``, insertion points ``p`` in
     ``column``), each sorted by (cascade, the text's agent ``text_agent``), inserted into
     ``column`` (one level of the cascades' store, segment starts ``indptr``, moved in place
     by the insertions) in the merged order (on ties the first run's first): ``np.insert``
-    of the merged run, whose insertion points do not decrease, in one pass."""
+    of the merged run, whose insertion points do not decrease, in one pass, written into the
+    first entries of ``out`` (room for them all; not ``column``'s buffer)."""
     na, nb = len(ca), len(cb)
-    out = np.empty(len(column) + na + nb, np.uint32)
     counts = np.zeros(len(indptr), np.int64)
     i, j, src = 0, 0, 0
     # each run's next key, made again only when that run moves on
@@ -83,30 +83,38 @@ def insert_runs(column: np.ndarray, indptr: np.ndarray, ca: np.ndarray, xa: np.n
         out[p + o] = x
         src = p
         counts[c + 1] += 1
-    out[src + na + nb:] = column[src:]
+    out[src + na + nb:len(column) + na + nb] = column[src:]
     run = 0
     for c in range(1, len(indptr)):
         run += counts[c]
         indptr[c] += np.uint32(run)
-    return out
+
+
+@numba.njit([U32(INT)], cache=True)
+def level_buffer(size: int) -> np.ndarray:
+    """A new buffer of ``size`` texts for a level of the cascades' store, allocated here, not
+    by NumPy: NumPy asks for transparent huge pages for large arrays, whose faults (2 MB
+    zeroed at once, compacted for) cost the merges that write a level's buffer about twice
+    the small pages' system time (the buffers are written in order: huge pages save them
+    no TLB miss)."""
+    return np.empty(size, np.uint32)
 
 
 MERGE_AHEAD = 16  # the merges ask for the agent of the text this many ahead in each run
 
 
-@numba.njit([(U32, U32, U32, U32, U32, INT)], cache=True)
+@numba.njit([(U32, U32, U32, U32, U32, U32)], cache=True)
 def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2: np.ndarray,
-                   text_agent: np.ndarray, capacity: int) -> np.ndarray:
+                   text_agent: np.ndarray, out: np.ndarray) -> None:
     """Two levels of the cascades' store (texts in segments ``indptr``, each sorted by the
     text's agent, no agent in both) as one: each segment of the result the merge of the two
-    (one pass; its segment starts are ``indptr + indptr2``), written into a new buffer of
-    ``capacity`` (at least both levels' adoptions: the room after them is left untouched,
-    for :func:`merge_in_place`). The two runs' current texts and agents are held, each read
-    again only when its run moves on (one text and one agent read an output, where reading
-    both runs' at each step doubles the dependent reads); the agents' table misses the
-    cache: each run asks for the agent of its text ``MERGE_AHEAD`` on as it moves (a hint,
-    which changes no value)."""
-    out = np.empty(max(capacity, len(ev) + len(ev2)), np.uint32)
+    (one pass; its segment starts are ``indptr + indptr2``), written into the first entries
+    of ``out`` (room for both levels' adoptions, neither's buffer: the room after them is
+    left untouched, for :func:`merge_in_place`). The two runs' current texts and agents are
+    held, each read again only when its run moves on (one text and one agent read an output,
+    where reading both runs' at each step doubles the dependent reads); the agents' table
+    misses the cache: each run asks for the agent of its text ``MERGE_AHEAD`` on as it moves
+    (a hint, which changes no value)."""
     o = 0
     n1, n2 = len(ev) - MERGE_AHEAD, len(ev2) - MERGE_AHEAD
     for c in range(len(indptr) - 1):
@@ -142,7 +150,6 @@ def merge_segments(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2:
         for q in range(j, end2):
             out[o] = ev2[q]
             o += 1
-    return out
 
 
 @numba.njit([(U32, INT, U32, U32, U32, U32)], cache=True)
@@ -878,7 +885,7 @@ def distinct_pairs(order: np.ndarray, sorted_keys: np.ndarray, g: np.ndarray,
 
 @numba.njit(cache=True, inline="always")
 def _exposed(gi: np.ndarray, times: np.ndarray, indptr: np.ndarray, dst: np.ndarray,
-             tail_src: np.ndarray, tail_dst: np.ndarray, t: np.ndarray, k: np.ndarray,
+             tail_ptr: np.ndarray, tail_dst: np.ndarray, t: np.ndarray, k: np.ndarray,
              touched: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`exposures`, its list of touched nodes in ``touched`` (graph-sized)."""
     n = len(gi)
@@ -900,21 +907,13 @@ def _exposed(gi: np.ndarray, times: np.ndarray, indptr: np.ndarray, dst: np.ndar
                         touched[m] = d
                         m += 1
                     k[d] += 1
-        a, b = 0, len(tail_src)
-        while a < b:
-            mid = (a + b) >> 1
-            if tail_src[mid] < s:
-                a = mid + 1
-            else:
-                b = mid
-        while a < len(tail_src) and tail_src[a] == s:
-            d = tail_dst[a]
+        for e in range(tail_ptr[s], tail_ptr[s + 1]):
+            d = tail_dst[e]
             if ts < t[d]:
                 if k[d] == 0:
                     touched[m] = d
                     m += 1
                 k[d] += 1
-            a += 1
     k_ad = np.zeros(n, np.int64)
     for i in range(n):
         if gi[i] >= 0:
@@ -935,15 +934,15 @@ def _exposed(gi: np.ndarray, times: np.ndarray, indptr: np.ndarray, dst: np.ndar
 
 @numba.njit([(I64, F64, I64, I64, I64, I64, F64, I64)], cache=True)
 def exposures(gi: np.ndarray, times: np.ndarray, indptr: np.ndarray, dst: np.ndarray,
-              tail_src: np.ndarray, tail_dst: np.ndarray, t: np.ndarray, k: np.ndarray,
+              tail_ptr: np.ndarray, tail_dst: np.ndarray, t: np.ndarray, k: np.ndarray,
               ) -> tuple[np.ndarray, np.ndarray]:
     """Exposures to one cascade: k(a) = edges j -> a with j an adopter before a (a
     non-adopter: ever), read from the adopters' out-edges only (a CSR ``indptr``/``dst`` of
-    the edges indexed by source, and the newer ones ``tail_src``/``tail_dst`` sorted by
-    source). ``gi``: the adopters' graph nodes (-1: not in the graph), adopted at ``times``.
+    the edges indexed by source, and one of the newer ones, ``tail_ptr``/``tail_dst``, over
+    every node). ``gi``: the adopters' graph nodes (-1: not in the graph), adopted at ``times``.
     ``t`` (inf) and ``k`` (0) are graph-sized work arrays, left as found. Returns each
     adopter's exposure (0 outside the graph) and the exposures >= 1 of the non-adopters."""
-    return _exposed(gi, times, indptr, dst, tail_src, tail_dst, t, k,
+    return _exposed(gi, times, indptr, dst, tail_ptr, tail_dst, t, k,
                     np.empty(len(t), np.int64))
 
 
@@ -993,7 +992,7 @@ def gather_segments(ev: np.ndarray, indptr: np.ndarray, numbers: np.ndarray, out
 @numba.njit([(U32, I64, U32, F64, I64, I64, I64, I64, I64, F64, I64, INT, INT)], cache=True)
 def exposure_batch(texts: np.ndarray, offsets: np.ndarray, text_agent: np.ndarray,
                    text_time: np.ndarray, gmap: np.ndarray, indptr: np.ndarray,
-                   dst: np.ndarray, tail_src: np.ndarray, tail_dst: np.ndarray, t: np.ndarray,
+                   dst: np.ndarray, tail_ptr: np.ndarray, tail_dst: np.ndarray, t: np.ndarray,
                    k: np.ndarray, cap: int, shown: int,
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                               np.ndarray, np.ndarray]:
@@ -1026,7 +1025,7 @@ def exposure_batch(texts: np.ndarray, offsets: np.ndarray, text_agent: np.ndarra
             agents[a] = text_agent[mine[a]]
             times[a] = text_time[mine[a]]
             gi[a] = gmap[agents[a]]
-        k_ad, others = _exposed(gi, times, indptr, dst, tail_src, tail_dst, t, k, touched)
+        k_ad, others = _exposed(gi, times, indptr, dst, tail_ptr, tail_dst, t, k, touched)
         inside = 0
         for a in range(m):
             if gi[a] >= 0:

@@ -162,6 +162,7 @@ from streams.state.cascade_kernels import (
     ids_in_order,
     insert_runs,
     joined_run,
+    level_buffer,
     merge3_in_place,
     merge_in_place,
     merge_pairs,
@@ -194,6 +195,8 @@ BYTES_PER_LEVEL_CASCADE = 4  # a cascade's segment start in one level of its sto
 MERGE_MIN = 1024  # cascade adoptions held in level 0 before a first merge
 GROWTH = 8  # a level's bound / the previous one's
 ROOM_MIN = 1 << 22  # adoptions from which a merged level gets room for as many again
+SPARE_MAX = 2 * ROOM_MIN  # a level's buffer up to this many adoptions is kept when dropped
+SPARES = 3  # and at most this many of them (~100 MB): the next merges write into them
 FILTER_FILL = 3  # a cascade's filter is made for FILTER_FILL to 2 x FILTER_FILL adopters a word
 FILTER_MAX = 12  # and made anew (four times the words or more) when they are over this many
 
@@ -439,11 +442,12 @@ class _Cascades:
     adoption) are made again by the first search after a restore, one pass over the store
     (~1 s for 100 M adoptions), the same words in the same places as before."""
 
-    __slots__ = ("bufs", "evs", "fbuf", "fcount", "fsize", "fstart", "fused", "ptrs")
+    __slots__ = ("bufs", "evs", "fbuf", "fcount", "fsize", "fstart", "fused", "ptrs", "spare")
 
     def __init__(self) -> None:
         self.evs = [np.empty(0, np.uint32)]
         self.bufs = list(self.evs)
+        self.spare: list[np.ndarray] = []  # buffers of merged-away levels (not pickled)
         self.ptrs = [np.zeros(1, np.uint32)]
         self.fbuf = np.empty(0, np.uint64)  # the filters' words (and room after them)
         self.fstart = np.empty(0, np.int64)  # each cascade's run of words in them
@@ -458,6 +462,7 @@ class _Cascades:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.evs, self.ptrs = state["evs"], state["ptrs"]
         self.bufs = list(self.evs)
+        self.spare = []
         self.fstart, self.fsize, self.fcount = state["fstart"], state["fsize"], state["fcount"]
         self.fused = state["fused"]
         self.fbuf = None  # the filters' words made again, as they were, by the next search
@@ -554,8 +559,11 @@ class _Cascades:
         if n:
             if len(self) + n >= 2**32:
                 raise ValueError("more than 2^32 cascade adoptions")
-            self.evs[0] = self.bufs[0] = insert_runs(self.evs[0], self.ptrs[0], *run, *run2,
-                                                     text_agent)
+            size = len(self.evs[0]) + n
+            out = self._buffer(size, size + size // 4)
+            insert_runs(self.evs[0], self.ptrs[0], *run, *run2, text_agent, out)
+            self._drop(self.bufs[0])
+            self.bufs[0], self.evs[0] = out, out[:size]
             self._filters_add(run2[0], run2[1], text_agent)
         level, top = 0, len(self.evs)  # a level appended here is not merged on
         while level < top:
@@ -577,12 +585,32 @@ class _Cascades:
                 if len(into) >= size:
                     merge_in_place(into, held, ev, ptr, self.ptrs[level + 1], text_agent)
                 else:
-                    into = merge_segments(ev, ptr, self.evs[level + 1], self.ptrs[level + 1],
-                                          text_agent, 2 * size if size >= ROOM_MIN else size)
+                    into = self._buffer(size, 2 * size if size >= ROOM_MIN else size + size // 4)
+                    merge_segments(ev, ptr, self.evs[level + 1], self.ptrs[level + 1],
+                                   text_agent, into)
+                    self._drop(self.bufs[level + 1])
+                self._drop(buf)
                 self.bufs[level + 1], self.evs[level + 1] = into, into[:size]
                 self.ptrs[level + 1] = ptr + self.ptrs[level + 1]
             self._empty(level)
             level += 1
+
+    def _buffer(self, size: int, room: int) -> np.ndarray:
+        """A buffer for ``size`` adoptions: the smallest spare that holds them (its pages
+        are in memory already: no page fault on writing it), else a new one of ``room``."""
+        fits = [i for i, b in enumerate(self.spare) if len(b) >= size]
+        if fits:
+            return self.spare.pop(min(fits, key=lambda i: len(self.spare[i])))
+        return level_buffer(room)
+
+    def _drop(self, buf: np.ndarray) -> None:
+        """A merged-away level's buffer kept as a spare when it is small (the largest
+        ``SPARES``): a flush's merges allocate buffers of about the same sizes each time, and
+        fresh ones were faulted in page by page at every merge (~20 % of the merges' time)."""
+        if 0 < len(buf) <= SPARE_MAX:
+            self.spare.append(buf)
+            if len(self.spare) > SPARES:
+                self.spare.pop(min(range(len(self.spare)), key=lambda i: len(self.spare[i])))
 
     def _empty(self, level: int) -> None:
         """Level ``level`` emptied (level 0 keeps its segments' offsets, all zero)."""
@@ -606,6 +634,8 @@ class _Cascades:
         ptr, ptr2 = self.ptrs[level], self.ptrs[level + 1]
         merge3_in_place(self.bufs[level + 2], len(ev3), ev, ptr, ev2, ptr2,
                         self.ptrs[level + 2], text_agent)
+        self._drop(self.bufs[level])
+        self._drop(self.bufs[level + 1])
         self.evs[level + 2] = self.bufs[level + 2][:size]
         self.ptrs[level + 2] = ptr + ptr2 + self.ptrs[level + 2]
         self._empty(level)
@@ -665,14 +695,16 @@ class _Scratch:
 class _EdgeIndex:
     """The graph's cumulative edges indexed by source: a CSR of the edges up to its last
     rebuild (when the newer ones are more than a quarter of it: amortised O(log E) an edge)
-    and the newer ones (the tail) sorted by source at each refresh, so that a cascade's
-    exposure reads only its adopters' out-edges in both, never the whole tail."""
+    and the newer ones (the tail) sorted by source at each refresh, with their own CSR
+    (``tail_ptr``, made at each refresh: O(nodes + tail), where a binary search in the tail for
+    each adopter of each analysed cascade missed the cache at every step), so that a
+    cascade's exposure reads only its adopters' out-edges in both, never the whole tail."""
 
     def __init__(self) -> None:
         self.m = 0
         self.indptr = np.zeros(1, np.int64)
         self.dst = np.empty(0, np.int64)
-        self.tail_src = np.empty(0, np.int64)
+        self.tail_ptr = np.zeros(1, np.int64)
         self.tail_dst = np.empty(0, np.int64)
 
     def refresh(self, graph: InteractionGraph) -> None:
@@ -686,8 +718,9 @@ class _EdgeIndex:
             self.indptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=len(names)))))
             self.m = m
         order = np.argsort(src[self.m:m], kind="stable")
-        self.tail_src = src[self.m:m][order].astype(np.int64)
         self.tail_dst = dst[self.m:m][order].astype(np.int64)
+        self.tail_ptr = np.concatenate(
+            ([0], np.cumsum(np.bincount(src[self.m:m], minlength=len(names)))))
 
 
 class _Words(NamedTuple):
@@ -1059,7 +1092,7 @@ class CascadeEngine:
         of the non-adopters."""
         gi = self._gmap[agents]
         e = self._edges
-        k_ad, others = exposures(gi, times, e.indptr, e.dst, e.tail_src, e.tail_dst,
+        k_ad, others = exposures(gi, times, e.indptr, e.dst, e.tail_ptr, e.tail_dst,
                                  scratch.t, scratch.k)
         return gi, k_ad, others
 
@@ -1109,7 +1142,7 @@ class CascadeEngine:
             scratch = _Scratch(nodes)
             e = self._edges
             agents_k, adopted_k, counted_k, first, f_agent, f_time, f_exp = exposure_batch(
-                texts, offsets, self._ta, self._tt, self._gmap, e.indptr, e.dst, e.tail_src,
+                texts, offsets, self._ta, self._tt, self._gmap, e.indptr, e.dst, e.tail_ptr,
                 e.tail_dst, scratch.t, scratch.k, cap, cfg.adopters_shown)
             for i, (gid, size) in enumerate(zip(todo, sized, strict=True)):
                 a, b = first[i], first[i + 1]

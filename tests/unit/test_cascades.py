@@ -117,7 +117,7 @@ def test_exposures_read_the_edges_newer_than_the_index(reference) -> None:
     for it in stream[cut:]:
         eng.update(it)
     eng.analyse(full=True)
-    assert eng._edges.m == indexed and len(eng._edges.tail_src) > 0
+    assert eng._edges.m == indexed and len(eng._edges.tail_dst) > 0
     check_exposures(eng, reference)
 
 
@@ -401,6 +401,14 @@ def test_public_listing_names_every_cascade(engine) -> None:
     assert not eng.settled()
 
 
+def _merged(ev: np.ndarray, indptr: np.ndarray, ev2: np.ndarray, indptr2: np.ndarray,
+            text_agent: np.ndarray) -> np.ndarray:
+    """:func:`kernels.merge_segments` into a new buffer of the merged size."""
+    out = np.empty(len(ev) + len(ev2), np.uint32)
+    kernels.merge_segments(ev, indptr, ev2, indptr2, text_agent, out)
+    return out
+
+
 def test_kernels_match_numpy() -> None:
     """The merge's compiled kernels against their NumPy definitions, on random data with
     repeats."""
@@ -426,8 +434,10 @@ def test_kernels_match_numpy() -> None:
         want_ptr[1:] += np.cumsum(np.bincount(cno, minlength=8)).astype(np.uint32)
         runs = [tuple(col_[np.sort(np.flatnonzero(sel))[np.argsort(key[sel], kind="stable")]]
                       for col_ in (cno, texts, pos)) for sel in (first, ~first)]
-        got = kernels.insert_runs(col, indptr, *runs[0], *runs[1], agent_of)
-        assert np.array_equal(got, np.insert(col, pos[merged], texts[merged]))
+        got = np.full(len(col) + len(cno) + 3, 7, np.uint32)  # room left untouched
+        kernels.insert_runs(col, indptr, *runs[0], *runs[1], agent_of, got)
+        assert np.array_equal(got[:-3], np.insert(col, pos[merged], texts[merged]))
+        assert (got[-3:] == 7).all()
         assert np.array_equal(indptr, want_ptr)
         # the new cascades' adoptions: the merge's sorted by (cascade, agent), the pool's
         # blocks by cascade only; one run sorted by (cascade, agent) out (agents distinct)
@@ -482,23 +492,23 @@ def test_kernels_match_numpy() -> None:
     segs2 = [t[np.unique(text_agent[t], return_index=True)[1]] for t in segs2]
     ev2 = np.concatenate(segs2).astype(np.uint32)
     indptr2 = np.r_[0, np.cumsum([len(x) for x in segs2])].astype(np.uint32)
-    merged = kernels.merge_segments(ev, indptr, ev2, indptr2, text_agent, 0)
-    assert len(merged) == len(ev) + len(ev2)
+    merged = _merged(ev, indptr, ev2, indptr2, text_agent)
     for c in range(12):
         lo, hi = indptr[c] + indptr2[c], indptr[c + 1] + indptr2[c + 1]
         union = np.concatenate((segs[c], segs2[c]))
         assert merged[lo:hi].tolist() == union[np.argsort(text_agent[union])].tolist()
     # the same in a new buffer with room, and in place into either level's (the first
     # segments' adoptions of one level or of both left empty: they stay where they are)
-    roomy = kernels.merge_segments(ev, indptr, ev2, indptr2, text_agent, len(merged) + 7)
-    assert len(roomy) == len(merged) + 7 and np.array_equal(roomy[:len(merged)], merged)
+    roomy = np.full(len(merged) + 7, 7, np.uint32)
+    kernels.merge_segments(ev, indptr, ev2, indptr2, text_agent, roomy)
+    assert np.array_equal(roomy[:len(merged)], merged) and (roomy[len(merged):] == 7).all()
     for a, pa, b, pb in ((ev, indptr, ev2, indptr2), (ev2, indptr2, ev, indptr)):
         for empty in (0, 3):
             skip_a = pa.copy()
             skip_a[:empty + 1] = 0
             skip_a[empty + 1:] -= pa[empty]
             a_ = a[pa[empty]:]
-            want = kernels.merge_segments(a_, skip_a, b, pb, text_agent, 0)
+            want = _merged(a_, skip_a, b, pb, text_agent)
             buf = np.full(len(a_) + len(b) + 5, 7, np.uint32)
             buf[:len(b)] = b
             kernels.merge_in_place(buf, len(b), a_, skip_a, pb, text_agent)
@@ -720,8 +730,8 @@ def test_merge3_in_place_is_two_merges_in_turn() -> None:
             levels.append((np.concatenate(segs).astype(np.uint32),
                            np.r_[0, np.cumsum([len(s) for s in segs])].astype(np.uint32)))
         (a, pa), (b, pb), (c, pc) = levels
-        ab = kernels.merge_segments(a, pa, b, pb, text_agent, 0)
-        want = kernels.merge_segments(ab, pa + pb, c, pc, text_agent, 0)
+        ab = _merged(a, pa, b, pb, text_agent)
+        want = _merged(ab, pa + pb, c, pc, text_agent)
         buf = np.full(len(want) + 3, 7, np.uint32)
         buf[:len(c)] = c
         kernels.merge3_in_place(buf, len(c), a, pa, b, pb, pc, text_agent)
