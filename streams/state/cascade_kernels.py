@@ -320,6 +320,7 @@ def new_adoptions(found: np.ndarray, where: np.ndarray, cno: np.ndarray, cx: np.
 
 
 NO_BLOCK = 0xFFFFFFFF  # a free block's link at the end of its class's free list
+RADIX_BITS = 12  # sorted_pairs' digits: at most this wide (a bucket's 4097 counts a pass)
 AHEAD, RING = 16, 32  # merge_pairs reads a block's first agent AHEAD n-grams early (RING > it)
 
 
@@ -718,7 +719,8 @@ def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: n
     bits packed with its text's rank (the id's top bits are the key's) carried beside it
     (read in order, where a gather after the sort reads them at random); then each bucket,
     small enough to stay in cache, sorted by the rest of its key (least significant digit
-    radix, 8 bits a pass, stable; a pass skipped when every key has the same digit there)
+    radix, stable, in as few passes of up to ``RADIX_BITS`` bits as the rest's bits need:
+    4 of 12 where 8-bit digits took 6; a pass skipped when every key has the same digit there)
     and its distinct pairs read off. The same order and figures as the two (a stable sort by
     key); the agents, not the keys, returned (uint32, as the indices and ranks), ranks under
     2^32. False (and nothing else) for two ids under one key, or where the packing does not
@@ -765,10 +767,11 @@ def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: n
         bk[at] = ((k & rest_mask) << ibu) | np.uint64(at - counts[d])
         bj[at] = i
         bgr[at] = ((g[i] & id_low) << np.uint64(32)) | np.uint64(rank[t])
-    passes = (bits - tb + 7) // 8
-    mask = np.uint64(255)
+    passes = max((bits - tb + RADIX_BITS - 1) // RADIX_BITS, 1)
+    dbits = (bits - tb + passes - 1) // passes  # the digits' width: as few passes as can be
+    mask = np.uint64((1 << dbits) - 1)
     kt = np.empty(widest, np.uint64)
-    c = np.empty((passes, 257), np.int64)
+    c = np.empty((passes, (1 << dbits) + 1), np.int64)
     places = np.uint64((1 << ib) - 1)
     low = np.uint64((1 << agent_bits) - 1)
     ag = np.empty(n, np.uint32)
@@ -785,14 +788,14 @@ def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: n
         for q in range(size):  # every pass's digit counts in one read
             v = a[q] >> ibu
             for p in range(passes):
-                c[p, ((v >> np.uint64(8 * p)) & mask) + 1] += 1
+                c[p, ((v >> np.uint64(dbits * p)) & mask) + 1] += 1
         for p in range(passes):
             cp = c[p]
             if cp.max() == size:
                 continue
-            for q in range(1, 256):
+            for q in range(1, 1 << dbits):
                 cp[q] += cp[q - 1]
-            sh = np.uint64(8 * p) + ibu
+            sh = np.uint64(dbits * p) + ibu
             for q in range(size):
                 v = a[q]
                 dd = (v >> sh) & mask
