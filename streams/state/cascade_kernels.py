@@ -16,6 +16,8 @@ leftmost positions of ``np.searchsorted``.
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 from numba import types
@@ -698,10 +700,10 @@ def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int,
                 grams[i] = grams[i] * k + w[i + n - 1]
         if n < lo:
             continue
-        for i in range(n_w - n + 1):
-            if tid[i] == tid[i + n - 1] and stops[i + n] - stops[i] <= max_stop_share * n:
-                g[out], where[out], text_of[out] = grams[i], i, tid[i]
-                out += 1
+        most = np.int64(math.floor(max_stop_share * n))  # stop words an n-gram keeps at most
+        for i in range(n_w - n + 1):  # written, then kept or not: no branch to mispredict
+            g[out], where[out], text_of[out] = grams[i], i, tid[i]
+            out += (tid[i] == tid[i + n - 1]) & (stops[i + n] - stops[i] <= most)
         part_ends[n - lo] = out
     return g[:out], where[:out], text_of[:out], part_ends
 
