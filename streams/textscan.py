@@ -11,7 +11,7 @@ A token is a maximal run of word characters or a maximal run of punctuation char
 (``\\w+|[^\\w\\s]+``): each code point's class (``SPACE``, ``WORD``, ``PUNCT``; ``UNKNOWN``
 until :mod:`streams.text` classifies it with the regular expression's own ``\\w`` and ``\\s``)
 is read from a table indexed by code point; a text's tokens are found without a branch on where
-they start and end (:func:`_runs`), but in a text where a URL may start (:func:`_token`). The
+they start and end (:func:`_runs`; :func:`_url_runs` in a text where a URL may start). The
 cache keeps each distinct token's UTF-8 bytes in one flat array and finds a token's row by a
 hash of its bytes (read 8 at a time) in an open-addressing table (linear probing) whose slot is
 two words: a tag (row + 1 in bits 0-31, 0 empty; the length in bytes, capped at 255, in bits
@@ -290,47 +290,6 @@ def _url_end(data: np.ndarray, i: int, cls: np.ndarray) -> int:
     return j if j > start else i
 
 
-@numba.njit(cache=True)
-def _token(data: np.ndarray, i: int, cls: np.ndarray) -> tuple[int, int]:
-    """The next token at or after byte ``i``, URLs skipped (a URL ends the token it starts
-    in, as its replacement by a space does): (start, end); (n, n) when there is none, and
-    (-1, -1) at a code point not yet classified."""
-    n = len(data)
-    while i < n:
-        if data[i] == 104 or data[i] == 119:  # "h" or "w": maybe a URL
-            e = _url_end(data, i, cls)
-            if e < 0:
-                return -1, -1
-            if e > i:
-                i = e
-                continue
-        c, w = _char(data, i)
-        kind = cls[c]
-        if kind == UNKNOWN:
-            return -1, -1
-        if kind != SPACE:
-            s = i
-            while True:  # the run of one class
-                i += w
-                if i == n:
-                    break
-                if data[i] == 104 or data[i] == 119:
-                    e = _url_end(data, i, cls)
-                    if e < 0:
-                        return -1, -1
-                    if e > i:
-                        break
-                c, w = _char(data, i)
-                k = cls[c]
-                if k == UNKNOWN:
-                    return -1, -1
-                if k != kind:
-                    break
-            return s, i
-        i += w
-    return n, n
-
-
 @numba.njit(cache=True, inline="always")
 def _word(data: np.ndarray, s: int, n: int) -> np.uint64:
     """Bytes ``s..s+n-1`` of ``data`` (``n`` 1 to 8) packed little-endian, zero-padded: one
@@ -566,7 +525,7 @@ def _runs(data: np.ndarray, cls: np.ndarray, out: np.ndarray) -> int:
     """The tokens of ``data`` (``n`` bytes), starts to ``out[:k]`` and ends to ``out[n:n + k]``
     (``out`` holds ``4 n``); returns k, :data:`UNMET` at a code point not yet classified, or
     :data:`URL` if ``data`` holds ``"://"`` or ``"www."`` (a URL may start there: the caller
-    scans it by :func:`_token`). Branch-free but for the bytes past ASCII: each byte's class
+    scans it by :func:`_url_runs`). Branch-free but for the bytes past ASCII: each byte's class
     is read and the class changes written down (position * 4 + class, at ``out[2 n:]``)
     whether or not one happens, then the runs of a class other than space taken from them
     the same way (a token's edges are where branches mispredict: a text has one every few
@@ -594,6 +553,42 @@ def _runs(data: np.ndarray, cls: np.ndarray, out: np.ndarray) -> int:
         prev = kind
     if url:
         return URL
+    return _edges(out, n, t)
+
+
+@numba.njit(cache=True)
+def _url_runs(data: np.ndarray, cls: np.ndarray, out: np.ndarray) -> int:
+    """:func:`_runs`' tokens of a text that may hold a URL (every code point classified), each
+    URL's bytes taken as spaces (the rule's replacement; a URL ends the token it starts in): a
+    URL is looked for at each "h" or "w" outside one, as the pattern's left-to-right search
+    does (neither is ever a continuation byte)."""
+    n = len(data)
+    t = 2 * n
+    prev = SPACE
+    until = 0  # the end of the last URL
+    for i in range(n):
+        b = data[i]
+        if i >= until and (b == 104 or b == 119):
+            until = _url_end(data, i, cls)  # (i if none starts here)
+        if i < until:
+            kind = SPACE
+        elif b < 0x80:
+            kind = np.int64(cls[b])
+        elif b < 0xC0:
+            kind = prev
+        else:
+            c, _ = _char(data, i)
+            kind = np.int64(cls[c])
+        out[t] = 4 * i + kind
+        t += kind != prev
+        prev = kind
+    return _edges(out, n, t)
+
+
+@numba.njit(cache=True, inline="always")
+def _edges(out: np.ndarray, n: int, t: int) -> int:
+    """The tokens from the class changes at ``out[2 n:t]`` (:func:`_runs`): starts to
+    ``out[:k]``, ends to ``out[n:n + k]``; returns k."""
     out[t] = 4 * n + SPACE
     k = 0
     for j in range(2 * n, t):
@@ -609,7 +604,7 @@ def _scan_rows(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.
                lens: np.ndarray, chars: np.ndarray, out: np.ndarray
                ) -> tuple[int, int, int, int]:
     """:func:`scan` on the lower-cased bytes: every token first (:func:`_runs`, or
-    :func:`_token` where a URL may be), then its hash and head (kept in ``out``, which holds
+    :func:`_url_runs` where a URL may be), then its hash and head (kept in ``out``, which holds
     ``6 len(data)``), its slot's cache line asked for as it is hashed, then every look-up
     (between two texts the engines push the table out of the CPU's caches: the fetches
     overlap the hashing instead of stalling a look-up each), each token's tag kept for the
@@ -621,18 +616,7 @@ def _scan_rows(data: np.ndarray, cls: np.ndarray, slots: np.ndarray, starts: np.
         return 0, 0, UNMET, 0
     url = k == URL
     if url:
-        k = 0
-        i = 0
-        while True:
-            s, e = _token(data, i, cls)
-            if s < 0:
-                return 0, 0, UNMET, 0
-            if s == e:
-                break
-            out[k] = s
-            out[n + k] = e
-            k += 1
-            i = e
+        k = _url_runs(data, cls, out)
     for j in range(k):
         h, head = _hash(data, out[j], out[n + j])
         prefetch(slots, 2 * np.int64(h & np.uint64(mask)))
