@@ -529,17 +529,21 @@ def _runs(data: np.ndarray, cls: np.ndarray, out: np.ndarray) -> int:
     is read and the class changes written down (position * 4 + class, at ``out[2 n:]``)
     whether or not one happens, then the runs of a class other than space taken from them
     the same way (a token's edges are where branches mispredict: a text has one every few
-    bytes)."""
+    bytes). The bytes before a "/" or a "." only are read for a URL's start (a branch taken
+    for ~2 % of the bytes: cheaper than a window of the last four bytes kept at every byte)."""
     n = len(data)
     t = 2 * n
     prev = SPACE
-    window = 0  # the last four bytes
     url = False
     for i in range(n):
         b = data[i]
-        window = ((window << 8) | np.int64(b)) & 0xFFFFFFFF
-        url |= ((window & 0xFFFFFF) == 0x3A2F2F) | (window == 0x7777772E)
         if b < 0x80:
+            if (b == 47 or b == 46) and i >= 2:  # "/" ending "://", "." ending "www."
+                if b == 47:
+                    url |= data[i - 1] == 47 and data[i - 2] == 58
+                else:
+                    url |= (i >= 3 and data[i - 1] == 119 and data[i - 2] == 119
+                            and data[i - 3] == 119)
             kind = np.int64(cls[b])
         elif b < 0xC0:  # a continuation byte: the code point's class
             kind = prev
