@@ -107,9 +107,12 @@ class LockstepConfig:
 _Act = tuple[float, str, str, str, str, tuple[Pair, ...], list[Any], dict[str, int]]
 
 
-def _drop(table: dict[str, dict[str, int]], agent: str, target: str, k: int = 1) -> None:
-    """``k`` acts (co-actions) of ``agent`` on ``target`` less; an emptied entry goes."""
-    counts = table[agent]
+def _drop(table: dict[str, dict[str, int]], agent: str, target: str, k: int = 1,
+          counts: dict[str, int] | None = None) -> None:
+    """``k`` acts (co-actions) of ``agent`` on ``target`` less; an emptied entry goes.
+    ``counts``: ``table[agent]`` when the caller holds it (no look-up)."""
+    if counts is None:
+        counts = table[agent]
     n = counts[target] - k
     if n:
         counts[target] = n
@@ -258,21 +261,12 @@ class LockstepDetector:
                             pairs[pair] = held_targets
                     if n == below:  # (it falls by one at most: only now can it leave them)
                         candidates.discard(pair)
-                    # the other agent's lead (follow) count: _drop written out
                     lead, follow = pair
                     if lead == me:
                         leads += 1
-                        table, other = followed, follow
+                        _drop(followed, follow, target)
                     else:
-                        table, other = led, lead
-                    counts = table[other]
-                    k = counts[target] - 1
-                    if k:
-                        counts[target] = k
-                    elif len(counts) > 1:
-                        del counts[target]
-                    else:
-                        del table[other]
+                        _drop(led, lead, target)
                 if leads:
                     _drop(led, me, target, leads)
                 if leads < len(made):
@@ -283,13 +277,7 @@ class LockstepDetector:
                 del held[next(i for i, a in enumerate(held) if a is act)]
             if not held:
                 del by_target[target]
-            n = mine[target] - 1  # (_drop written out: this runs per act)
-            if n:
-                mine[target] = n
-            elif len(mine) > 1:
-                del mine[target]
-            else:
-                del targets[me]
+            _drop(targets, me, target, 1, mine)
 
     # ------------------------------------------------------------------ judging
 
