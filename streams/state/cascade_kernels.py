@@ -326,7 +326,7 @@ RADIX_BITS = 12  # sorted_pairs' digits: at most this wide (a bucket's 4097 coun
 AHEAD, RING = 16, 32  # merge_pairs reads a block's first agent AHEAD n-grams early (RING > it)
 
 
-@numba.njit([(U64, I64, U64, UINT, INT)], cache=True)
+@numba.njit([(U64, I32, U64, UINT, INT)], cache=True)
 def pair_keys(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, prefix_mask: np.uint64,
               agent_bits: int) -> np.ndarray:
     """The sort keys of n-gram uses (ids ``g`` in texts ``text_of`` by ``agents``): the id's
@@ -650,15 +650,17 @@ def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int,
     """The word n-grams (n in lo..hi, by n then position) of texts whose word ids ``w`` are
     concatenated (``lens`` words each), windows across two texts left out, those with more
     than ``max_stop_share`` stop words (ids in ``stop_ids``) dropped: (ids, start
-    word in ``w``, text, end of each n's part). An id is the rolling hash
+    word in ``w`` and text, int32; end of each n's part). An id is the rolling hash
     ``(... (w0 * k + w1) * k ...) + w(n-1)`` mod 2^64, as
     :meth:`streams.text.Text.word_ngram_ids` has it."""
     n_w = len(w)
-    tid = np.empty(n_w, np.int64)
-    at = 0
-    for t in range(len(lens)):
-        tid[at:at + lens[t]] = t
-        at += lens[t]
+    size = 0
+    for n in range(lo, hi + 1):
+        size += max(n_w - n + 1, 0)
+    g = np.empty(size, np.uint64)
+    where = np.empty(size, np.int32)  # int32: fewer bytes written and read after
+    text_of = np.empty(size, np.int32)
+    stops = np.empty(n_w + 1, np.int32)
     # the stop ids in an open-addressing set (at most 1/4 full, probed linearly from a
     # multiplicative hash): a word costs a probe or two, not a binary search's mispredictions
     bits = 4
@@ -674,7 +676,7 @@ def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int,
         while held[h] and slot_id[h] != s:
             h = (h + 1) & mask
         slot_id[h], held[h] = s, True
-    stops = np.zeros(n_w + 1, np.int64)
+    stops[0] = 0
     for i in range(n_w):
         x = w[i]
         h = np.int64((x * mul) >> shift)
@@ -686,12 +688,6 @@ def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int,
             h = (h + 1) & mask
         stops[i + 1] = stops[i] + stop
     grams = w.copy()
-    size = 0
-    for n in range(lo, hi + 1):
-        size += max(n_w - n + 1, 0)
-    g = np.empty(size, np.uint64)
-    where = np.empty(size, np.int64)
-    text_of = np.empty(size, np.int64)
     part_ends = np.empty(hi - lo + 1, np.int64)
     out = 0
     for n in range(1, hi + 1):
@@ -701,14 +697,17 @@ def batch_ngrams(w: np.ndarray, lens: np.ndarray, stop_ids: np.ndarray, lo: int,
         if n < lo:
             continue
         most = np.int64(math.floor(max_stop_share * n))  # stop words an n-gram keeps at most
-        for i in range(n_w - n + 1):  # written, then kept or not: no branch to mispredict
-            g[out], where[out], text_of[out] = grams[i], i, tid[i]
-            out += (tid[i] == tid[i + n - 1]) & (stops[i + n] - stops[i] <= most)
+        at = 0
+        for t in range(len(lens)):  # each text's windows (none across two)
+            for i in range(at, at + lens[t] - n + 1):  # written, then kept or not: no branch
+                g[out], where[out], text_of[out] = grams[i], i, t  # to mispredict
+                out += stops[i + n] - stops[i] <= most
+            at += lens[t]
         part_ends[n - lo] = out
     return g[:out], where[:out], text_of[:out], part_ends
 
 
-@numba.njit([(U64, I64, U64, I64, INT)], cache=True)
+@numba.njit([(U64, I32, U64, I64, INT)], cache=True)
 def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: np.ndarray,
                  agent_bits: int,
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
@@ -717,9 +716,10 @@ def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: n
     then :func:`distinct_pairs` in one (two ids under one key refused): the uses split by
     their key's top bits (8, more when a bucket would not fit the packing below) into
     buckets in one pass, each use written as the rest of its key packed with its place in
-    its bucket (one word: a radix pass moves 8 bytes, not 16), its index and its id's low
-    bits packed with its text's rank (the id's top bits are the key's) carried beside it
-    (read in order, where a gather after the sort reads them at random); then each bucket,
+    its bucket (one word: a radix pass moves 8 bytes, not 16), its id's low bits packed with
+    its text's rank (the id's top bits are the key's) and its index carried beside it in one
+    16-byte record (read in order, where a gather after the sort reads them at random; one
+    write stream a bucket, and one line read a use after the sort); then each bucket,
     small enough to stay in cache, sorted by the rest of its key (least significant digit
     radix, stable, in as few passes of up to ``RADIX_BITS`` bits as the rest's bits need:
     4 of 12 where 8-bit digits took 6; a pass skipped when every key has the same digit there)
@@ -758,8 +758,7 @@ def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: n
     ibu = np.uint64(ib)
     id_low = np.uint64((1 << AGENT_BITS) - 1)
     bk = np.empty(n, np.uint64)
-    bj = np.empty(n, np.uint32)
-    bgr = np.empty(n, np.uint64)
+    pay = np.empty((n, 2), np.uint64)  # one record a use: one write stream a bucket, not two
     for i in range(n):
         t = text_of[i]
         k = ((g[i] & prefix) >> down) | agents[t]
@@ -767,8 +766,8 @@ def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: n
         at = fill[d]
         fill[d] = at + 1
         bk[at] = ((k & rest_mask) << ibu) | np.uint64(at - counts[d])
-        bj[at] = i
-        bgr[at] = ((g[i] & id_low) << np.uint64(32)) | np.uint64(rank[t])
+        pay[at, 0] = ((g[i] & id_low) << np.uint64(32)) | np.uint64(rank[t])
+        pay[at, 1] = i
     passes = max((bits - tb + RADIX_BITS - 1) // RADIX_BITS, 1)
     dbits = (bits - tb + passes - 1) // passes  # the digits' width: as few passes as can be
     mask = np.uint64((1 << dbits) - 1)
@@ -809,7 +808,7 @@ def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: n
         for q in range(size):
             v = a[q]
             k, o = top | (v >> ibu), s + np.int64(v & places)
-            x = bgr[o]
+            x = pay[o, 0]
             gg = ((k >> ab) << np.uint64(AGENT_BITS)) | (x >> np.uint64(32))
             r = np.uint32(x & np.uint64(0xFFFFFFFF))
             if m >= 0 and k == last:
@@ -819,7 +818,7 @@ def sorted_pairs(g: np.ndarray, text_of: np.ndarray, agents: np.ndarray, rank: n
                 return ag[:0], gu[:0], src[:0], best[:0], False
             m += 1
             last = k
-            ag[m], gu[m], src[m], best[m] = np.uint32(k & low), gg, bj[o], r
+            ag[m], gu[m], src[m], best[m] = np.uint32(k & low), gg, np.uint32(pay[o, 1]), r
     m += 1
     return ag[:m], gu[:m], src[:m], best[:m], True
 
@@ -859,7 +858,7 @@ def word_bytes(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.nda
     return out
 
 
-@numba.njit([(I64, U64, U64, I64, I64, INT)], cache=True)
+@numba.njit([(I64, U64, U64, I32, I64, INT)], cache=True)
 def distinct_pairs(order: np.ndarray, sorted_keys: np.ndarray, g: np.ndarray,
                    text_of: np.ndarray, rank: np.ndarray, agent_bits: int,
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -679,7 +679,7 @@ def test_sorted_pairs_is_the_sort_then_the_distinct_pairs() -> None:
         g = (p << np.uint64(kernels.AGENT_BITS)) | (p * np.uint64(7) & np.uint64(0xFFFF))  # an
         # id a prefix
         g[: n // 3] = g[n // 3: 2 * (n // 3)]
-        text_of = rng.integers(0, 500, n)
+        text_of = rng.integers(0, 500, n).astype(np.int32)
         agents = rng.integers(0, 1 << ab, 500, dtype=np.uint64)
         agents[0] = (1 << ab) - 1
         rank = rng.permutation(500)
