@@ -3,6 +3,7 @@ computation; the discrete power-law fit vs powerlaw.Fit(discrete=True)."""
 
 from __future__ import annotations
 
+import math
 import pickle
 import random
 import warnings
@@ -13,6 +14,7 @@ import networkx as nx
 import numpy as np
 import powerlaw
 import pytest
+from scipy import optimize, special
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from streams.events import CommentEvent, PostEvent
@@ -22,6 +24,7 @@ from streams.state.base import Item
 from streams.state.cascades import (
     CascadeConfig,
     CascadeEngine,
+    PowerLawFit,
     fit_discrete_power_law,
     kept_ngrams,
 )
@@ -382,6 +385,50 @@ def test_power_law_fit_from_the_histogram_is_the_same() -> None:
     for cap in (None, 30):
         assert fit_discrete_power_law(x, max_candidates=cap) == fit_discrete_power_law(
             x, max_candidates=cap, histogram=np.bincount(x))
+
+
+def plain_power_law_fit(x: np.ndarray, xmin: int | None = None,
+                        alpha_range: tuple[float, float] | None = (0.0, 3.0),
+                        max_candidates: int | None = None) -> PowerLawFit | None:
+    """The CSN search as written: each candidate's alpha by scipy's bounded search alone, its
+    KS distance over its whole tail, the least kept."""
+    values, counts = np.unique(x[x >= 1], return_counts=True)
+    candidates = [xmin] if xmin is not None else values[:-1].tolist()
+    if xmin is None and max_candidates is not None and len(candidates) > max_candidates:
+        spaced = np.linspace(0, len(candidates) - 1, max_candidates).round().astype(np.int64)
+        candidates = values[:-1][np.unique(spaced)].tolist()
+    fits = []
+    for xm in candidates:
+        i = int(np.searchsorted(values, xm))
+        n = int(counts[i:].sum())
+        if i >= len(values) - 1 or n < 2:
+            continue
+        log_sum = float(np.cumsum((counts * np.log(values))[::-1])[::-1][i])
+
+        def nll(a: float, n: int = n, log_sum: float = log_sum, xm: int = xm) -> float:
+            return n * math.log(special.zeta(a, xm)) + a * log_sum
+
+        alpha = float(optimize.minimize_scalar(nll, bounds=(1.0001, 10.0), method="bounded",
+                                               options={"xatol": 1e-7}).x)
+        model = 1.0 - special.zeta(alpha, values[i:] + 1) / special.zeta(alpha, xm)
+        ks = float(np.abs(np.cumsum(counts[i:]) / n - model).max())
+        fits.append(PowerLawFit(alpha, (alpha - 1) / math.sqrt(n), xm, n, ks))
+    valid = [f for f in fits if alpha_range is None
+             or alpha_range[0] < f.alpha < alpha_range[1]] or fits
+    return min(valid, key=lambda f: f.ks) if valid else None
+
+
+def test_power_law_fit_is_the_plain_search() -> None:
+    """All candidates' alphas found at once and poor candidates passed over by a bound on
+    their KS distance: the very floats of the plain search, whatever the data and options."""
+    rng = np.random.default_rng(7)
+    options: list[dict] = [{}, {"max_candidates": 30}, {"alpha_range": None},
+                           {"alpha_range": (2.0, 2.2)}, {"xmin": 4}, {"xmin": 10**6}]
+    for trial in range(60):
+        x = rng.zipf(rng.uniform(1.2, 4.5), int(rng.integers(2, 20_000)))
+        x = x + int(rng.integers(0, 20))
+        kw = options[trial % len(options)]
+        assert fit_discrete_power_law(x, **kw) == plain_power_law_fit(x, **kw), (trial, kw)
 
 
 def test_public_listing_names_every_cascade(engine) -> None:
