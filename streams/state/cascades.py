@@ -803,17 +803,18 @@ class _EdgeIndex:
     def refresh(self, graph: InteractionGraph) -> None:
         """Bring the index up to the graph: a rebuild when the tail is over a quarter of the
         indexed edges, else the tail sorted by source (O(tail log tail))."""
-        names, src, dst, _ = graph.arrays()
-        m = len(src)
-        if m - self.m > self.m // 4:
+        nodes = len(graph.agent_names())
+        src, dst = graph.pairs_from(self.m)  # the pairs since the last rebuild
+        if len(src) > self.m // 4:
+            src, dst = graph.pairs_from(0)
             order = np.argsort(src, kind="stable")
             self.dst = dst[order].astype(np.int64)
-            self.indptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=len(names)))))
-            self.m = m
-        order = np.argsort(src[self.m:m], kind="stable")
-        self.tail_dst = dst[self.m:m][order].astype(np.int64)
-        self.tail_ptr = np.concatenate(
-            ([0], np.cumsum(np.bincount(src[self.m:m], minlength=len(names)))))
+            self.indptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=nodes))))
+            self.m = len(src)
+            src, dst = src[:0], dst[:0]
+        order = np.argsort(src, kind="stable")
+        self.tail_dst = dst[order].astype(np.int64)
+        self.tail_ptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=nodes))))
 
 
 class _Words(NamedTuple):

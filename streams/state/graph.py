@@ -316,6 +316,14 @@ class InteractionGraph:
         return (self._names, np.array(self._src, np.int32)[:m],
                 np.array(self._dst, np.int32)[:m], np.array(self._w, np.float64)[:m])
 
+    def pairs_from(self, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Source and destination indices of the distinct pairs from the ``start``-th on, in
+        the order they first occurred (copies of that part only: a reader that indexes the
+        pairs as they come need not copy them all each time)."""
+        m = len(self._slot)
+        return (np.frombuffer(self._src, np.int32)[start:m].copy(),
+                np.frombuffer(self._dst, np.int32)[start:m].copy())
+
     def day_arrays(self, day: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A retained day's graph as (src, dst) agent indices (of :meth:`agent_names`) and
         weights, one entry per distinct pair, without a pass of Python over the pairs."""

@@ -100,6 +100,9 @@ def test_expiry_deltas_late_edges_and_day_eviction() -> None:
     names, src, dst, w = g.arrays()
     assert {(names[s], names[d]): x for s, d, x in zip(src, dst, w, strict=True)} == {
         ("a", "b"): 2.0, ("c", "d"): 1.0}
+    for start in range(3):  # the pairs as they came, from any of them on
+        s, d = g.pairs_from(start)
+        assert s.tolist() == src.tolist()[start:] and d.tolist() == dst.tolist()[start:]
     snap = g.snapshot()
     assert snap.value("graph_edges", graph="cumulative") == 2.0
     assert snap.value("graph_late_interactions_total") == 1.0
