@@ -980,6 +980,25 @@ def earliest_k(agents: np.ndarray, times: np.ndarray, k: int) -> np.ndarray:
     return order[:k].copy()
 
 
+@numba.njit([(I32, I32, INT)], cache=True)
+def by_source(src: np.ndarray, dst: np.ndarray, nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Edges ``src -> dst`` grouped by source (a CSR: ``indptr`` over ``nodes``, the
+    destinations in edge order within a source, as a stable sort by source gives them), by
+    counting: O(edges + nodes), where a comparison sort took O(edges log edges)."""
+    indptr = np.zeros(nodes + 1, np.int64)
+    for s in src:
+        indptr[s + 1] += 1
+    for v in range(nodes):
+        indptr[v + 1] += indptr[v]
+    fill = indptr[:-1].copy()
+    out = np.empty(len(src), np.int64)
+    for i in range(len(src)):
+        s = src[i]
+        out[fill[s]] = dst[i]
+        fill[s] += 1
+    return indptr, out
+
+
 @numba.njit([(U32, U32, I64, U32, I64)], cache=True)
 def gather_segments(ev: np.ndarray, indptr: np.ndarray, numbers: np.ndarray, out: np.ndarray,
                     fill: np.ndarray) -> None:

@@ -149,6 +149,7 @@ from streams.state.cascade_kernels import (
     AGENT_BITS,
     NO_BLOCK,
     batch_ngrams,
+    by_source,
     distinct_pairs,
     exposure_batch,
     exposures,
@@ -787,8 +788,8 @@ class _Scratch:
 
 class _EdgeIndex:
     """The graph's cumulative edges indexed by source: a CSR of the edges up to its last
-    rebuild (when the newer ones are more than a quarter of it: amortised O(log E) an edge)
-    and the newer ones (the tail) sorted by source at each refresh, with their own CSR
+    rebuild (when the newer ones are more than a quarter of it: amortised O(1) an edge)
+    and the newer ones (the tail) grouped by source at each refresh, with their own CSR
     (``tail_ptr``, made at each refresh: O(nodes + tail), where a binary search in the tail for
     each adopter of each analysed cascade missed the cache at every step), so that a
     cascade's exposure reads only its adopters' out-edges in both, never the whole tail."""
@@ -802,19 +803,15 @@ class _EdgeIndex:
 
     def refresh(self, graph: InteractionGraph) -> None:
         """Bring the index up to the graph: a rebuild when the tail is over a quarter of the
-        indexed edges, else the tail sorted by source (O(tail log tail))."""
+        indexed edges, else the tail grouped by source (O(tail + nodes), by counting)."""
         nodes = len(graph.agent_names())
         src, dst = graph.pairs_from(self.m)  # the pairs since the last rebuild
         if len(src) > self.m // 4:
             src, dst = graph.pairs_from(0)
-            order = np.argsort(src, kind="stable")
-            self.dst = dst[order].astype(np.int64)
-            self.indptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=nodes))))
+            self.indptr, self.dst = by_source(src, dst, nodes)
             self.m = len(src)
             src, dst = src[:0], dst[:0]
-        order = np.argsort(src, kind="stable")
-        self.tail_dst = dst[order].astype(np.int64)
-        self.tail_ptr = np.concatenate(([0], np.cumsum(np.bincount(src, minlength=nodes))))
+        self.tail_ptr, self.tail_dst = by_source(src, dst, nodes)
 
 
 class _Words(NamedTuple):
@@ -1115,11 +1112,6 @@ class CascadeEngine:
         words = Text.of(ngram).words
         return int(Text(words).word_ngram_ids(len(words))[0])
 
-    def _cascade_texts(self, gid: int) -> np.ndarray:
-        """First-use texts of a cascade's adoptions, each level's in agent order (the
-        analysis needs no order: an adoption's exposure does not depend on it)."""
-        return self._big.of(int(np.searchsorted(self._cids, np.uint64(gid))))
-
     def _adopters(self, gid: int) -> tuple[np.ndarray, np.ndarray]:
         """(agent indices, first-use times) of an n-gram's adopters, by agent."""
         g = np.uint64(gid)
@@ -1143,12 +1135,14 @@ class CascadeEngine:
         """Bring the edge index and the agent -> graph index map up to date: the graph's
         nodes."""
         names = self.graph.agent_names()
-        for i in range(len(self._gnames), len(names)):
-            name = names[i]
-            self._gnames[name] = i
-            mine = self._agent_ids.get(name)
-            if mine is not None:
-                self._gmap[mine] = i
+        seen = len(self._gnames)
+        if seen < len(names):  # the new nodes at once (~60k an analysis early in a stream)
+            new = names[seen:]
+            self._gnames.update(zip(new, range(seen, len(names)), strict=True))
+            get = self._agent_ids.get
+            mine = np.array([get(name, -1) for name in new], np.int64)
+            hit = mine >= 0
+            self._gmap[mine[hit]] = np.flatnonzero(hit) + seen
         self._edges.refresh(self.graph)
         return len(names)
 
@@ -1195,7 +1189,8 @@ class CascadeEngine:
         cascades within the budget; every one of them when ``full``)."""
         cfg = self.config
         self._texts_at_analysis = self.texts_total
-        ids, sizes = self._cascades()
+        self._flush()
+        ids, sizes = self._cids, self._big.fcount  # uint32: no copy of a million
         hist = np.bincount(sizes)  # the size histogram: O(cascades), no sort
         key = hist.tobytes()
         if key != self._fit_key:
@@ -1204,15 +1199,16 @@ class CascadeEngine:
                                                 histogram=hist)
                          if len(sizes) >= 2 else None)
         k = cfg.exposure_cascades
-        cand = np.arange(len(sizes))
-        if len(sizes) > k:  # the k largest (ties at the k-th kept) sorted, not all of them;
-            # sizes only grow and cascades are never evicted, so the k-th largest size never
-            # falls: the k largest are among the cascades as large as it was last time
+        if len(sizes) <= k:
+            cand = np.arange(len(sizes))
+        else:  # the k largest (ties at the k-th kept) sorted, not all of them; sizes only
+            # grow and cascades are never evicted, so the k-th largest size never falls: the
+            # k largest are among the cascades as large as it was last time
             cand = np.flatnonzero(sizes >= self._kth_size)
             top = sizes[cand]
             self._kth_size = int(np.partition(top, len(top) - k)[len(top) - k])
             cand = cand[top >= self._kth_size]
-        order = cand[np.lexsort((ids[cand], -sizes[cand]))][:k]
+        order = cand[np.lexsort((ids[cand], -sizes[cand].astype(np.int64)))][:k]
         largest, lsizes = ids[order].tolist(), sizes[order].tolist()
         nodes = self._graph_map()
         cap = cfg.max_exposure
@@ -1251,13 +1247,18 @@ class CascadeEngine:
             adopted_k += np.sum([ex.adopted for ex in known], axis=0)
             agents_k[0] += sum(nodes - ex.counted for ex in known)  # the unexposed, now
         listed: list[dict[str, Any]] = []
-        for gid, size in zip(largest[:cfg.shown], lsizes[:cfg.shown], strict=True):
+        shown = order[:cfg.shown]  # their adoptions' times read at once, each one's first, last
+        texts, offsets = self._big.of_many(shown)
+        times = self._tt[texts]
+        starts = offsets[:-1]
+        firsts = np.minimum.reduceat(times, starts).tolist() if len(times) else []
+        lasts = np.maximum.reduceat(times, starts).tolist() if len(times) else []
+        for i, (gid, size) in enumerate(zip(largest[:cfg.shown], lsizes[:cfg.shown],
+                                            strict=True)):
             ex = self._exposure.get(gid)
-            times = self._tt[self._cascade_texts(gid)]
             listed.append({
                 "ngram": self._word(gid), "size": size,
-                "first": datetime_iso(float(times.min())),
-                "last": datetime_iso(float(times.max())),
+                "first": datetime_iso(firsts[i]), "last": datetime_iso(lasts[i]),
                 "adopters": [] if ex is None else ex.shown(self._agents),
                 "exposure_of_size": None if ex is None else ex.size,
             })

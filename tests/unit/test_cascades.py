@@ -783,3 +783,14 @@ def test_merge3_in_place_is_two_merges_in_turn() -> None:
         buf[:len(c)] = c
         kernels.merge3_in_place(buf, len(c), a, pa, b, pb, pc, text_agent)
         assert np.array_equal(buf[:len(want)], want) and (buf[len(want):] == 7).all()
+
+
+def test_edges_by_source_are_a_stable_sort_by_source() -> None:
+    rng = np.random.default_rng(11)
+    for nodes, m in ((1, 0), (5, 40), (300, 5_000)):
+        src = rng.integers(0, nodes, m).astype(np.int32)
+        dst = rng.integers(0, nodes, m).astype(np.int32)
+        indptr, out = kernels.by_source(src, dst, nodes)
+        assert np.array_equal(out, dst[np.argsort(src, kind="stable")])
+        assert np.array_equal(indptr, np.concatenate(([0], np.cumsum(np.bincount(
+            src, minlength=nodes)))))
