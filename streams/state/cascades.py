@@ -130,6 +130,7 @@ words a cascade + 12 bytes a text. Agents are indexed once (~100 bytes each, the
 from __future__ import annotations
 
 import math
+import mmap
 from array import array
 from collections import Counter
 from collections.abc import Sequence
@@ -505,6 +506,14 @@ class _Pool:
         return self.pool[block:block + fill]
 
 
+def _words(n: int) -> np.ndarray:
+    """``n`` zero uint64 words (one at least) over a private anonymous map, resident only as
+    they are written: the filters' buffer grows by remapping it (mremap), where a new array
+    and a copy of the old words rewrote (and faulted in) ~100 MB a growth at 1M events."""
+    return np.frombuffer(mmap.mmap(-1, 8 * max(n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS),
+                         np.uint64)
+
+
 class _Cascades:
     """Adoptions of the cascades: the index of each adoption's text of first use (4 bytes: the
     agent is the text's), one segment per cascade (cascades are numbered in order of crossing
@@ -543,7 +552,7 @@ class _Cascades:
         self.bufs = list(self.evs)
         self.spare: list[np.ndarray] = []  # buffers of merged-away levels (not pickled)
         self.ptrs = [np.zeros(1, np.uint32)]
-        self.fbuf = np.empty(0, np.uint64)  # the filters' words (and room after them)
+        self.fbuf = _words(0)  # the filters' words (and room after them)
         self.fstart = np.empty(0, np.int64)  # each cascade's run of words in them
         self.fsize = np.empty(0, np.uint32)  # its words
         self.fcount = np.empty(0, np.uint32)  # and its adopters
@@ -580,7 +589,7 @@ class _Cascades:
         """Every cascade's filter words made again from its adoptions after a restore (a
         checkpoint holds their places and sizes, not their words: the same words as
         before)."""
-        self.fbuf = np.zeros(self.fused, np.uint64)
+        self.fbuf = _words(self.fused)
         self._fill(np.arange(len(self.fcount)), text_agent)
 
     def _fill(self, numbers: np.ndarray, text_agent: np.ndarray) -> None:
@@ -607,10 +616,12 @@ class _Cascades:
         self.fsize[numbers] = sizes
         at = self.fused
         self.fused += int(sizes.sum())
-        if len(self.fbuf) < self.fused:  # room for twice as many (address space until written)
-            out = np.empty(2 * self.fused, np.uint64)
-            out[:at] = self.fbuf[:at]
-            self.fbuf = out
+        if len(self.fbuf) < self.fused:  # room for twice as many, the words left where they
+            # are: the map remapped once its one view is dropped (the kernels keep none)
+            words = self.fbuf.base.obj  # the map (under the view's memoryview)
+            self.fbuf = None
+            words.resize(2 * 8 * self.fused)
+            self.fbuf = np.frombuffer(words, np.uint64)
         self.fbuf[at:self.fused] = 0
         self.fstart[numbers] = at + np.cumsum(sizes) - sizes
         filter_set(self.fbuf, self.fstart, self.fsize, jc, jt, text_agent)
