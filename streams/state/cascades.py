@@ -604,25 +604,28 @@ class _Cascades:
         adoptions are in theirs, since :meth:`find`) and the new cascades' adoptions
         (cascades ``jc``, texts ``jt``) counted: a cascade over ``FILTER_MAX`` adopters a word
         (a new one) gets a new run, for ``FILTER_FILL`` to twice as many a word (four times
-        its words or more), after the others (the buffer has room: a copy when it fills up),
-        filled from its adoptions: a new cascade's from ``jc``, another's from the store, O(its
-        adoptions), at least four times as many as when its run was last made: amortised O(1)
-        an adoption. The run left behind is not used again: as a cascade's runs grow four
-        times or more each time, those it left behind are under a third of its run."""
+        its words or more), after the others (the buffer has room: remapped twice as large when
+        it fills up), filled from its adoptions: a new cascade's from ``jc``, another's from
+        the store, O(its adoptions), at least four times as many as when its run was last made:
+        amortised O(1) an adoption. The run left behind is not used again: as a cascade's runs
+        grow four times or more each time, those it left behind are under a third of its run."""
         numbers, sizes = filter_layout(self.fsize, self.fcount, jc, FILTER_FILL, FILTER_MAX)
         if not len(numbers):
             return
         grown = numbers[self.fsize[numbers] > 0]
-        self.fsize[numbers] = sizes
         at = self.fused
-        self.fused += int(sizes.sum())
-        if len(self.fbuf) < self.fused:  # room for twice as many, the words left where they
-            # are: the map remapped once its one view is dropped (the kernels keep none)
+        end = at + int(sizes.sum())
+        if len(self.fbuf) < end:  # room for twice as many, the words left where they are: the
+            # map remapped once its one view is dropped (the kernels keep none)
             words = self.fbuf.base.obj  # the map (under the view's memoryview)
             self.fbuf = None
-            words.resize(2 * 8 * self.fused)
-            self.fbuf = np.frombuffer(words, np.uint64)
-        self.fbuf[at:self.fused] = 0
+            try:
+                words.resize(2 * 8 * end)
+            finally:  # the words viewed again, remapped or (on an error) as they were
+                self.fbuf = np.frombuffer(words, np.uint64)
+        self.fsize[numbers] = sizes
+        self.fused = end
+        self.fbuf[at:end] = 0
         self.fstart[numbers] = at + np.cumsum(sizes) - sizes
         filter_set(self.fbuf, self.fstart, self.fsize, jc, jt, text_agent)
         self._fill(grown, text_agent)
