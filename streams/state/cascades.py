@@ -1082,16 +1082,16 @@ class CascadeEngine:
     # -- queries ----------------------------------------------------------------------------
     def _cascades(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, sizes) of the cascades, by id: their numbers' ids and adopter counts, as the
-        store keeps them (no pass over the n-gram table; the ids are the engine's own
-        array, read only)."""
+        store keeps them (no pass over the n-gram table, no copy: the engine's own arrays,
+        the counts uint32, read only)."""
         self._flush()
-        return self._cids, self._big.fcount.astype(np.int64)
+        return self._cids, self._big.fcount
 
     def cascade_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, sizes) of every cascade, by id (:meth:`ngram` names one): O(cascades) in
         NumPy, where :meth:`sizes` names them all in Python."""
         ids, sizes = self._cascades()
-        return ids.copy(), sizes
+        return ids.copy(), sizes.astype(np.int64)
 
     def ngram(self, gid: int) -> str:
         """A cascade's words, from its id."""
@@ -1203,8 +1203,7 @@ class CascadeEngine:
         cascades within the budget; every one of them when ``full``)."""
         cfg = self.config
         self._texts_at_analysis = self.texts_total
-        self._flush()
-        ids, sizes = self._cids, self._big.fcount  # uint32: no copy of a million
+        ids, sizes = self._cascades()  # uint32 as the store counts them: no copy of a million
         hist = np.bincount(sizes)  # the size histogram: O(cascades), no sort
         key = hist.tobytes()
         if key != self._fit_key:
